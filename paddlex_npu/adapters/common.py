@@ -1,0 +1,77 @@
+"""Routing decisions shared by the PaddleX version adapters."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..errors import NpuDeviceUnavailableError
+
+
+def as_dict(cfg: Any) -> Dict[str, Any]:
+    """A plain dict of an ``hpi_config``/``engine_config`` given as dict, pydantic model or None."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    if hasattr(cfg, "model_dump"):
+        return cfg.model_dump(exclude_none=True, by_alias=True)
+    if hasattr(cfg, "__dict__"):
+        return {k: v for k, v in vars(cfg).items() if v is not None}
+    return {}
+
+
+def parse_device(device: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
+    """``"npu:1"`` -> ("npu", 1); ``"npu"`` -> ("npu", None); None -> (None, None)."""
+    if not device:
+        return None, None
+    kind, _, ids = str(device).partition(":")
+    first = ids.split(",")[0].strip()
+    return kind.strip().lower(), int(first) if first.isdigit() else None
+
+
+def device_of(device: Optional[str], cfg: Mapping[str, Any]) -> Tuple[Optional[str], int]:
+    """Device type and id of a call: the ``device`` string wins over the config's ``device_type``/``device_id``."""
+    kind, index = parse_device(device)
+    if kind is None:
+        kind = cfg.get("device_type")
+    if index is None:
+        index = cfg.get("device_id")
+    return kind, int(index or 0)
+
+
+def paddle_has_npu() -> bool:
+    import paddle
+
+    try:
+        return "npu" in paddle.device.get_all_custom_device_type()
+    except Exception:  # noqa: BLE001 - any failure means no usable NPU plugin
+        return False
+
+
+def refuse_npu_without_custom_device(bound: Mapping[str, Any]) -> None:
+    """Raise instead of letting Paddle Inference abort the process on ``device="npu"`` without NPU support.
+
+    Applies when the call would build a Paddle Inference predictor (engine paddle/paddle_static, or HPI with
+    backend ``paddle``) on an NPU device and paddlepaddle has no ``npu`` custom device.
+    """
+    engine = bound.get("engine")
+    hpi = as_dict(bound.get("hpi_config"))
+    if engine is None and bound.get("use_hpip"):
+        if hpi.get("backend") != "paddle":
+            return
+        engine_cfg = hpi
+    elif engine in (None, "paddle", "paddle_static"):
+        engine_cfg = as_dict(bound.get("engine_config") or bound.get("pp_option"))
+    else:
+        return
+    kind, index = device_of(bound.get("device"), engine_cfg)
+    if kind != "npu" or paddle_has_npu():
+        return
+    raise NpuDeviceUnavailableError(
+        f"device='npu:{index}' asks Paddle Inference for an Ascend NPU, but this paddlepaddle build has no 'npu' "
+        "custom device (paddle-custom-npu is not installed), and Paddle would abort the process. To run the "
+        "model on the NPU from an OM file, `import paddlex_npu` and pass use_hpip=True, "
+        "hpi_config={'backend': 'om', 'device_type': 'npu', 'device_id': "
+        f"{index}}} (or engine='om') with inference.om in the model folder; or install paddle-custom-npu; or "
+        "use device='cpu'"
+    )

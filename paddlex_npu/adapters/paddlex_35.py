@@ -1,0 +1,159 @@
+"""Adapter for PaddleX 3.5+ (runner/engine layout).
+
+What it adds, all removed again by :func:`revert`:
+- an ``om`` inference engine (``engine="om"``, YAML ``engine: om``, CLI ``--engine om``) whose runner builder
+  returns the OM runner, and an ``om`` binding for every model that has a ``paddle_static`` runner binding;
+- a wrapper around ``create_predictor`` that sends ``use_hpip=True`` + ``hpi_config`` backend ``om`` on an
+  ``npu`` device to that engine (no ``ultra-infer`` needed), and that refuses ``device="npu"`` on Paddle
+  Inference when this paddlepaddle has no NPU custom device (Paddle would abort the process).
+Every other call reaches PaddleX unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from ..config import OMBackendConfig, OMEngineConfig, validate
+from ..errors import ConfigError
+from ..log import logger
+from ..runner import OMRunner, build_om_runner
+from ..runtimes import resolve_runtime_name
+from . import common
+from .patching import Patches
+
+ENGINE_NAME = "om"
+
+from paddlex.inference import models as pdx_models  # noqa: E402
+from paddlex.inference.models.bindings import Binding, default_registry  # noqa: E402
+from paddlex.inference.models.engines import InferenceEngine, RunnerEngine  # noqa: E402
+from paddlex.inference.models.predictors import RunnerPredictor  # noqa: E402
+from paddlex.inference.models.runners.inference_runner import InferenceRunner  # noqa: E402
+
+
+class PaddlexOMRunner(OMRunner, InferenceRunner):
+    """The OM runner as a PaddleX ``InferenceRunner`` (PaddleX's benchmark timer wraps ``__call__``)."""
+
+    __call__ = OMRunner.__call__
+    close = OMRunner.close
+
+
+class OMEngine(RunnerEngine):
+    """The ``om`` engine: OM models on an Ascend NPU through an ``InferSession``."""
+
+    @property
+    def name(self) -> str:
+        return ENGINE_NAME
+
+    def get_supported_model_formats(self):
+        return ("om", "onnx")
+
+    def prepare_config_dict(self, raw: Dict[str, Any], *, model_name: Optional[str] = None,
+                            device: Optional[str] = None) -> Dict[str, Any]:
+        self._apply_device(raw, device)
+        raw.setdefault("device_type", "npu")
+        if raw.get("device_id") is None:
+            raw.pop("device_id", None)
+        return raw
+
+    def validate_config_dict(self, raw: Dict[str, Any]) -> Dict[str, Any]:
+        if raw.get("device_type") != "npu":
+            raise ConfigError(
+                f"engine 'om' runs OM models on an Ascend NPU, but the device is {raw.get('device_type')!r}: "
+                "use device='npu' or 'npu:N', or pick another engine (paddle, onnxruntime) for that device"
+            )
+        return validate(OMEngineConfig, raw, "om engine_config").model_dump(exclude_none=True)
+
+    def ensure_model_files(self, model_dir: Path) -> None:
+        """Checked by the runner builder, which knows the runtime and so which files are needed."""
+
+    def get_default_runner_builder(self):
+        def runner_builder(*, model_name: str, model_dir: Optional[Path], model_config: Any,
+                           engine_config: Dict[str, Any], default_builder: Any = None) -> PaddlexOMRunner:
+            cfg = OMEngineConfig.model_validate(engine_config)
+            backend = OMBackendConfig.model_validate(cfg.model_dump(exclude={"device_type", "device_id"}))
+            return build_om_runner(
+                model_dir, runtime=resolve_runtime_name(cfg.runtime), device_id=cfg.device_id,
+                config=backend, model_name=model_name, runner_cls=PaddlexOMRunner,
+            )  # fmt: skip
+
+        return runner_builder
+
+    def validate_runner(self, runner: InferenceRunner) -> None:
+        if not isinstance(runner, PaddlexOMRunner):
+            raise TypeError(f"engine 'om' must build an OM runner, got {type(runner).__name__}")
+
+
+# ---- routing ----------------------------------------------------------------------------------------------
+
+
+def _hpi_route_config(bound: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The ``om`` engine_config for a call that asks for HPI backend ``om`` on an NPU, else None."""
+    if bound.get("engine") is not None or not bound.get("use_hpip"):
+        return None
+    hpi = common.as_dict(bound.get("hpi_config"))
+    if hpi.get("backend") != "om":
+        return None
+    device_type, device_id = common.device_of(bound.get("device"), hpi)
+    if device_type != "npu":
+        return None
+    backend_config = validate(OMBackendConfig, hpi.get("backend_config") or {}, "hpi_config['backend_config']")
+    cfg = {"device_type": "npu", "device_id": device_id, **backend_config.model_dump(exclude_unset=True)}
+    return cfg
+
+
+def _wrap_create_predictor(original):
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def create_predictor(*args: Any, **kwargs: Any):
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        om_config = _hpi_route_config(bound)
+        if om_config is not None:
+            logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", bound.get("model_name"), om_config["device_id"])
+            extra = bound.pop("kwargs", {})
+            kwargs = {**bound, **extra}
+            kwargs.update(engine=ENGINE_NAME, engine_config=om_config, device=None, use_hpip=False, hpi_config=None)
+            return original(**kwargs)
+        common.refuse_npu_without_custom_device(bound)
+        return original(*args, **kwargs)
+
+    create_predictor.__paddlex_npu_patched__ = True
+    return create_predictor
+
+
+def _om_bindings() -> List[str]:
+    names = []
+    for model_name, engine_map in default_registry._registry.items():
+        static = engine_map.get("paddle_static")
+        if static is None or ENGINE_NAME in engine_map or not issubclass(static.predictor, RunnerPredictor):
+            continue
+        engine_map[ENGINE_NAME] = Binding(predictor=static.predictor)
+        names.append(model_name)
+    return names
+
+
+def apply(patches: Patches) -> None:
+    registry = InferenceEngine.all()
+    if ENGINE_NAME in registry and registry[ENGINE_NAME] is not OMEngine:
+        raise ConfigError(f"an engine named {ENGINE_NAME!r} is already registered by {registry[ENGINE_NAME]}")
+    patches.set_item(registry, ENGINE_NAME, OMEngine)
+    bound = _om_bindings()
+    patches.on_revert(lambda: [default_registry._registry[n].pop(ENGINE_NAME, None) for n in bound])
+    import paddlex
+    import paddlex.inference as pdx_inference
+
+    original = pdx_models.create_predictor
+    wrapper = _wrap_create_predictor(original)
+    for owner in (pdx_models, pdx_inference, paddlex):
+        if getattr(owner, "create_predictor", None) is original:
+            patches.set_attr(owner, "create_predictor", wrapper)
+    patches.on_apply_and_revert(_clear_engine_caches)
+    logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
+
+
+def _clear_engine_caches() -> None:
+    pdx_models._get_inference_engine.cache_clear()
+    pdx_models._engine_config_bucket_key_allowlist.cache_clear()

@@ -1,0 +1,136 @@
+"""The OM runner: PaddleX's runner contract around one ``InferSession``.
+
+Contract (the same as PaddleX's own runners): called as ``runner(x=[arrays])`` or ``runner([arrays])`` with
+the inputs sorted by input name; returns a list of numpy arrays in the model's output order with the model's
+dtypes. This module imports no PaddleX: the version adapters wrap it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from .config import OMBackendConfig
+from .errors import InputMismatchError
+from .log import logger
+from .model_files import OMPackage
+from .runtimes import OpenedSession, open_session
+from .runtimes.reference import numpy_dtype
+from .sizing import OutputSizer
+
+
+def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
+    """Reorder inputs given in name-sorted order into the model's order (as PaddleX's ``sort_inputs``)."""
+    order = sorted(range(len(names)), key=names.__getitem__)
+    return [inputs[order.index(i)] for i in range(len(inputs))]
+
+
+class OMRunner:
+    """Runs one OM model through an ``InferSession`` in ``dymshape`` mode."""
+
+    mode = "dymshape"
+
+    def __init__(self, package: OMPackage, runtime: str, device_id: int, config: OMBackendConfig,
+                 model_name: str = "") -> None:
+        self.package = package
+        self.model_name = model_name
+        self.device_id = device_id
+        self.config = config
+        self._opened: Optional[OpenedSession] = open_session(
+            runtime, package, device_id, acl_json_path=config.acl_json_path, debug=config.debug
+        )
+        session = self._opened.session
+        self._in_descs = list(session.get_inputs())
+        self._out_descs = list(session.get_outputs())
+        self.input_names = [d.name for d in self._in_descs]
+        self.output_names = [d.name for d in self._out_descs]
+        self._in_dtypes = [numpy_dtype(d.datatype) for d in self._in_descs]
+        fixed = config.custom_sizes
+        if isinstance(fixed, int):
+            fixed = [fixed] * len(self._out_descs)
+        self._sizer = OutputSizer(
+            [list(d.shape) for d in self._out_descs],
+            [numpy_dtype(d.datatype).itemsize for d in self._out_descs],
+            fixed,
+        )
+        self._lock = threading.Lock()
+        logger.info(
+            "OM runner for %s: %s on npu:%d via %s (inputs %s)",
+            model_name or package.model_dir.name, package.om_path.name, device_id, runtime, self.input_names,
+        )
+        if config.warmup_runs:
+            self.warmup(config.warmup_runs, config.warmup_shapes)
+
+    @property
+    def runtime(self) -> str:
+        return self._session_or_raise().runtime
+
+    @property
+    def session(self) -> Any:
+        return self._session_or_raise().session
+
+    def __call__(self, x: Optional[Any] = None, **kwargs: Any) -> List[np.ndarray]:
+        if x is None:
+            if "x" not in kwargs:
+                raise TypeError("OM runner: missing the inputs `x`")
+            x = kwargs.pop("x")
+        arrays = [x] if isinstance(x, np.ndarray) else list(x)
+        if len(arrays) != len(self.input_names):
+            raise InputMismatchError(
+                f"{self.model_name or self.package.model_dir}: {len(arrays)} inputs given, the model has "
+                f"{len(self.input_names)} ({', '.join(self.input_names)})"
+            )
+        arrays = sort_inputs(arrays, self.input_names)
+        feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
+        return self.infer(feeds)
+
+    def infer(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
+        """One inference on feeds already in model order and dtypes."""
+        opened = self._session_or_raise()
+        sizes = self._sizer.sizes(feeds)
+        with self._lock, opened.call_guard():
+            try:
+                outputs = opened.session.infer(feeds, mode=self.mode, custom_sizes=sizes)
+            except RuntimeError as exc:
+                grown = self._sizer.grow(sizes, feeds, str(exc))
+                logger.warning(
+                    "%s: the runtime failed with output buffers of %s bytes (%s); retrying once with %s",
+                    self.model_name or self.package.model_dir.name, sizes, exc, grown,
+                )
+                outputs = opened.session.infer(feeds, mode=self.mode, custom_sizes=grown)
+        outputs = list(outputs)
+        self._sizer.observe(feeds, outputs)
+        return outputs
+
+    def warmup(self, runs: int, shapes: Optional[Dict[str, List[int]]] = None) -> None:
+        """Run ``runs`` inferences on zero inputs, e.g. to compile kernels before the first request."""
+        feeds = []
+        for desc, dt in zip(self._in_descs, self._in_dtypes):
+            shape = (shapes or {}).get(desc.name) or [
+                d if d > 0 else (1 if i == 0 else 64) for i, d in enumerate(desc.shape)
+            ]
+            feeds.append(np.zeros(shape, dtype=dt))
+        for _ in range(runs):
+            self.infer(feeds)
+        logger.info("%s: %d warm-up run(s) done", self.model_name or self.package.model_dir.name, runs)
+
+    def close(self) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None and hasattr(opened.session, "free_resource"):
+            with opened.call_guard():
+                opened.session.free_resource()
+
+    def _session_or_raise(self) -> OpenedSession:
+        if self._opened is None:
+            raise RuntimeError(f"OM runner for {self.package.model_dir} is closed")
+        return self._opened
+
+
+def build_om_runner(model_dir: Any, *, runtime: str, device_id: int, config: OMBackendConfig,
+                    model_name: str = "", runner_cls: type = OMRunner) -> OMRunner:
+    """Check the folder for ``runtime`` and build the runner (``runner_cls`` lets adapters subclass it)."""
+    from .model_files import resolve_om_package
+
+    return runner_cls(resolve_om_package(model_dir, runtime), runtime, device_id, config, model_name)

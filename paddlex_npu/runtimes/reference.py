@@ -1,0 +1,413 @@
+"""CPU reference of ``ais_bench.infer.interface.InferSession``.
+
+The same contract as the Ascend session (constructor, ``get_inputs``/``get_outputs`` descriptors,
+``infer(feeds, mode, custom_sizes, out_array)`` with its checks and errors, ``free_resource``), running
+the ONNX model the ``.om`` was converted from with ONNX Runtime, under the shape rules the OM was built
+with. Everything above the session (runner, shape policy, PaddleX adapters) is the same code on an NPU
+and here, so a mistake that would fail on the device fails here too.
+
+Known, documented differences from a real OM:
+- output descriptor names are the ONNX names (an OM reports ``"<op>:<index>:<name>"``);
+- the "output larger than reserved" error names the sizes (the device only logs them);
+- ``size``/``realsize`` follow the CANN rules for static and range (``dymshape``) models.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+MODES = ("static", "dymbatch", "dymhw", "dymdims", "dymshape")
+MAX_FEEDS = 1024
+MAX_CUSTOM_SIZES = 256
+MAX_CUSTOM_SIZE = 16 * 1024**3
+OM_MODEL_MAX_SIZE = 10 * 1024**3
+_DYM_NAME = re.compile(r"^[A-Za-z0-9_./-]{1,256}$")
+
+
+class dtype(enum.IntEnum):  # noqa: N801 - mirrors ``aclruntime.dtype``
+    """Mirror of ``aclruntime.dtype``: the values are aclDataType codes."""
+
+    float32 = 0
+    float16 = 1
+    int8 = 2
+    int32 = 3
+    uint8 = 4
+    int16 = 6
+    uint16 = 7
+    uint32 = 8
+    int64 = 9
+    uint64 = 10
+    double = 11
+    bool = 12
+
+
+_NUMPY_OF = {
+    dtype.float32: np.float32, dtype.float16: np.float16, dtype.int8: np.int8,
+    dtype.int32: np.int32, dtype.uint8: np.uint8, dtype.int16: np.int16,
+    dtype.uint16: np.uint16, dtype.uint32: np.uint32, dtype.int64: np.int64,
+    dtype.uint64: np.uint64, dtype.double: np.float64, dtype.bool: np.bool_,
+}  # fmt: skip
+_ORT_TYPES = {
+    "tensor(float)": dtype.float32, "tensor(float16)": dtype.float16, "tensor(int8)": dtype.int8,
+    "tensor(int32)": dtype.int32, "tensor(uint8)": dtype.uint8, "tensor(int16)": dtype.int16,
+    "tensor(uint16)": dtype.uint16, "tensor(uint32)": dtype.uint32, "tensor(int64)": dtype.int64,
+    "tensor(uint64)": dtype.uint64, "tensor(double)": dtype.double, "tensor(bool)": dtype.bool,
+}  # fmt: skip
+_NP_SCALARS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+               np.float16, np.float32, np.float64)  # fmt: skip
+
+
+def numpy_dtype(dt: "dtype | int") -> np.dtype:
+    """numpy dtype of an aclDataType code (real ``aclruntime.dtype`` values work too)."""
+    return np.dtype(_NUMPY_OF[dtype(int(dt))])
+
+
+@dataclass
+class tensor_desc:  # noqa: N801 - mirrors ``aclruntime.tensor_desc``
+    """Mirror of ``aclruntime.tensor_desc``. Dynamic dims are -1; ``size`` is 0 for range models."""
+
+    name: str
+    datatype: dtype
+    format: int
+    shape: List[int]
+    size: int
+    realsize: int
+
+
+@dataclass
+class sumary:  # noqa: N801 - mirrors ``aclruntime.sumary``
+    """``exec_time_list``: (start_ms, end_ms) since session creation, one per model execution."""
+
+    exec_time_list: List[Tuple[float, float]] = field(default_factory=list)
+
+
+ShapeRange = Tuple[int, int]  # (lo, hi); hi == -1 means unbounded
+
+
+def _twin_onnx(model_path: str) -> Path:
+    return Path(model_path).with_suffix(".onnx")
+
+
+class InferSession:
+    """CPU stand-in for ``ais_bench.infer.interface.InferSession``.
+
+    ``model_path`` names the ``.om`` file as on the device. The ONNX model it was built from is taken from
+    ``onnx_path`` or, by default, the ``.onnx`` file beside it with the same stem; the ``.om`` itself need
+    not exist. ``input_ranges`` gives, per input, the (lo, hi) range of every dim the OM accepts (hi=-1:
+    unbounded), as ATC's ``--input_shape`` did; by default the ONNX's fixed dims are fixed and its symbolic
+    dims are unbounded. A model with no dynamic dim is a static OM.
+    """
+
+    def __init__(
+        self,
+        device_id: int,
+        model_path: str,
+        acl_json_path: Optional[str] = None,
+        debug: bool = False,
+        loop: int = 1,
+        *,
+        onnx_path: Optional[str] = None,
+        input_ranges: Optional[Dict[str, Sequence[ShapeRange]]] = None,
+        intra_op_num_threads: int = 0,
+    ) -> None:
+        if not model_path:
+            raise RuntimeError("empty model path!")
+        if not str(model_path).endswith("om"):
+            raise ValueError(f"model path {model_path!r} is not an OM file (suffix 'om' expected)")
+        if acl_json_path is not None and not str(acl_json_path).endswith("json"):
+            raise ValueError(f"acl json path {acl_json_path!r} is not a json file")
+        if not isinstance(device_id, int) or isinstance(device_id, bool):
+            raise TypeError(f"device_id:{device_id!r} is not a integer!")
+        if not 0 <= device_id <= 255:
+            raise ValueError(f"device_id:{device_id} out of range [0, 255]")
+        if not isinstance(loop, int) or isinstance(loop, bool):
+            raise TypeError(f"loop:{loop!r} is not a integer!")
+        if not 1 <= loop <= 100000:
+            raise ValueError(f"loop:{loop} out of range [1, 100000]")
+        onnx_file = Path(onnx_path) if onnx_path else _twin_onnx(model_path)
+        if not onnx_file.is_file():
+            raise RuntimeError(
+                f"reference runtime: no ONNX model {onnx_file} for {model_path}; the CPU reference runs the "
+                "ONNX the OM was converted from, put it beside the .om as inference.onnx"
+            )
+        try:
+            import onnxruntime as ort
+        except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
+            raise RuntimeError("the reference runtime needs onnxruntime: pip install onnxruntime") from exc
+
+        self.device_id = device_id
+        self.model_path = str(model_path)
+        self.onnx_path = str(onnx_file)
+        self.acl_json_path = acl_json_path
+        self.debug = debug
+        self.loop = loop
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        if intra_op_num_threads:
+            options.intra_op_num_threads = intra_op_num_threads
+        self._ort = ort.InferenceSession(self.onnx_path, options, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+        self._t0 = time.perf_counter()
+        self._summary = sumary()
+        self._freed = False
+        self._custom_sizes: List[int] = []
+
+        self._ranges: List[List[ShapeRange]] = []
+        self.intensors_desc: List[tensor_desc] = []
+        for node in self._ort.get_inputs():
+            dims = [d if isinstance(d, int) and d > 0 else -1 for d in node.shape]
+            given = (input_ranges or {}).get(node.name)
+            if given is not None:
+                if len(given) != len(dims):
+                    raise ValueError(f"input_ranges[{node.name!r}] has {len(given)} dims, the model {len(dims)}")
+                ranges = [(int(lo), int(hi)) for lo, hi in given]
+                dims = [lo if lo == hi else -1 for lo, hi in ranges]
+            else:
+                ranges = [(d, d) if d > 0 else (1, -1) for d in dims]
+            self._ranges.append(ranges)
+            dt = _ORT_TYPES[node.type]
+            size = 0 if -1 in dims else math.prod(dims) * numpy_dtype(dt).itemsize
+            self.intensors_desc.append(tensor_desc(node.name, dt, 0, dims, size, size))
+        self.outtensors_desc: List[tensor_desc] = []
+        for node in self._ort.get_outputs():
+            dims = [d if isinstance(d, int) and d > 0 else -1 for d in node.shape]
+            dt = _ORT_TYPES[node.type]
+            size = 0 if -1 in dims or self.is_dynamic else math.prod(dims) * numpy_dtype(dt).itemsize
+            self.outtensors_desc.append(tensor_desc(node.name, dt, 2, dims, size, size))
+        self.outputs_names = [d.name for d in self.outtensors_desc]
+        self._cur_shapes: List[List[int]] = [list(d.shape) for d in self.intensors_desc]
+        self.infer_mode_switch = {
+            "static": self._static_prepare,
+            "dymbatch": self._gear_prepare,
+            "dymhw": self._gear_prepare,
+            "dymdims": self._gear_prepare,
+            "dymshape": self._dymshape_prepare,
+        }
+
+    # ---- introspection -------------------------------------------------------------
+    @property
+    def is_dynamic(self) -> bool:
+        return any(-1 in d.shape for d in self.intensors_desc)
+
+    def get_inputs(self) -> List[tensor_desc]:
+        self._check_alive()
+        return self.intensors_desc
+
+    def get_outputs(self) -> List[tensor_desc]:
+        self._check_alive()
+        return self.outtensors_desc
+
+    def get_max_dym_batchsize(self) -> int:
+        return 0
+
+    def input_ranges(self) -> List[List[ShapeRange]]:
+        """Per input, per dim, the (lo, hi) range the OM accepts (reference-only helper)."""
+        return [list(r) for r in self._ranges]
+
+    # ---- main API --------------------------------------------------------------------
+    def infer(
+        self,
+        feeds: list,
+        mode: str = "static",
+        custom_sizes: Union[int, List[int], None] = 100000,
+        out_array: bool = True,
+    ) -> list:
+        _check_list(feeds)
+        if not isinstance(out_array, bool):
+            raise TypeError(f"value:{out_array!r} is not a bool!")
+        _check_custom_size(custom_sizes, mode)
+        inputs, shapes = [], []
+        for feed in feeds:
+            if isinstance(feed, np.ndarray):
+                arr = feed if feed.flags.c_contiguous else np.ascontiguousarray(feed)
+                shapes.append(list(arr.shape))
+            elif type(feed) in _NP_SCALARS:
+                arr = np.array(feed)
+                shapes.append([arr.size])
+            else:
+                raise RuntimeError(f"type:{type(feed)} invalid")
+            inputs.append(arr)
+        with self._lock:
+            self._check_alive()
+            self.infer_mode_switch[mode](shapes, custom_sizes)
+            return self._run(inputs, mode)
+
+    def run(self, feeds: list, out_array: bool = False) -> list:
+        with self._lock:
+            self._check_alive()
+            return self._run(list(feeds), "run")
+
+    # ---- dynamic setters -------------------------------------------------------------
+    def set_staticbatch(self) -> None:
+        self._check_alive()
+        self._cur_shapes = [list(d.shape) for d in self.intensors_desc]
+
+    def set_dynamic_shape(self, dym_shape: str) -> None:
+        self._check_alive()
+        parsed = _parse_dym_string(dym_shape)
+        by_name = {d.name: i for i, d in enumerate(self.intensors_desc)}
+        for name, dims in parsed.items():
+            if name not in by_name:
+                raise RuntimeError(f"set_dynamic_shape: no input named {name!r} (inputs: {list(by_name)})")
+            i = by_name[name]
+            ranges = self._ranges[i]
+            ok = len(dims) == len(ranges) and all(
+                lo <= d and (hi == -1 or d <= hi) for d, (lo, hi) in zip(dims, ranges)
+            )
+            if not ok:
+                raise RuntimeError(
+                    f"[1][ACL: invalid parameter] input {name!r} shape {dims} is outside the range the OM was "
+                    f"built with {_fmt_ranges(ranges)}"
+                )
+            desc = self.intensors_desc[i]
+            desc.realsize = math.prod(dims) * numpy_dtype(desc.datatype).itemsize
+            self._cur_shapes[i] = list(dims)
+
+    def set_custom_outsize(self, custom_sizes: List[int]) -> None:
+        self._check_alive()
+        if not 0 < len(custom_sizes) <= MAX_CUSTOM_SIZES or any(
+            not 0 < s <= MAX_CUSTOM_SIZE for s in custom_sizes
+        ):
+            raise RuntimeError(f"set_custom_outsize: invalid custom sizes {custom_sizes}")
+        self._custom_sizes = [int(s) for s in custom_sizes]
+
+    def set_loop_count(self, loop: int) -> None:
+        self.loop = loop
+
+    def set_context(self) -> None:
+        """No-op on the CPU (binds this session's ACL context to the calling thread on an NPU)."""
+
+    # ---- stats & lifetime ------------------------------------------------------------
+    def summary(self) -> sumary:
+        return self._summary
+
+    def reset_summaryinfo(self) -> None:
+        self._summary.exec_time_list.clear()
+
+    def free_resource(self) -> None:
+        self._freed = True
+        self._ort = None
+
+    @staticmethod
+    def finalize() -> None:
+        """Process-wide teardown on the NPU; nothing to do on the CPU."""
+
+    # ---- internals -------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._freed:
+            raise RuntimeError("the session's resources were freed (free_resource); create a new InferSession")
+
+    def _static_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        self.set_staticbatch()
+
+    def _gear_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        raise RuntimeError("not a dynamic gear model! this OM was built without gears; use mode='dymshape'")
+
+    def _dymshape_prepare(self, shapes: List[List[int]], custom_sizes: Union[int, List[int]]) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        dym = ";".join(
+            f"{d.name}:{','.join(str(x) for x in s)}" for d, s in zip(self.intensors_desc, shapes)
+        )
+        self.set_dynamic_shape(dym)
+        sizes = [custom_sizes] * len(self.outtensors_desc) if isinstance(custom_sizes, int) else custom_sizes
+        self.set_custom_outsize(list(sizes))
+
+    def _run(self, inputs: List[np.ndarray], mode: str) -> List[np.ndarray]:
+        if len(inputs) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        feed = {}
+        for i, (arr, desc) in enumerate(zip(inputs, self.intensors_desc)):
+            if arr.nbytes != desc.realsize:
+                raise RuntimeError(
+                    f"[-1][ACL: general failure] check i:{i} name:{desc.name} in size:{arr.nbytes} "
+                    f"needsize:{desc.realsize} not match"
+                )
+            # The device consumes raw bytes in the model's dtype and current shape.
+            raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            feed[desc.name] = raw.view(numpy_dtype(desc.datatype)).reshape(self._cur_shapes[i])
+        outputs: List[np.ndarray] = []
+        for _ in range(self.loop):
+            start = (time.perf_counter() - self._t0) * 1000.0
+            outputs = self._ort.run(self.outputs_names, feed)
+            self._summary.exec_time_list.append((start, (time.perf_counter() - self._t0) * 1000.0))
+        for i, (out, desc) in enumerate(zip(outputs, self.outtensors_desc)):
+            reserved = self._custom_sizes[i] if i < len(self._custom_sizes) else desc.size
+            if reserved == 0:
+                raise RuntimeError(
+                    f"[-1][ACL: general failure] output {i} ({desc.name}) size is 0: a dynamic-shape OM needs "
+                    "custom_sizes for its outputs"
+                )
+            if out.nbytes > reserved:
+                raise RuntimeError(
+                    f"[-1][ACL: general failure] output {i} ({desc.name}) needs {out.nbytes} bytes, larger "
+                    f"than the {reserved} bytes reserved (custom_sizes)"
+                )
+        return [np.ascontiguousarray(o) for o in outputs]
+
+    def __repr__(self) -> str:
+        return f"<reference InferSession {os.path.basename(self.onnx_path)} device:{self.device_id}>"
+
+
+def _check_list(feeds: Any) -> None:
+    if not isinstance(feeds, list):
+        raise ValueError("the list be checked is not a list!")
+    if not feeds:
+        raise ValueError("the list is empty")
+    if len(feeds) > MAX_FEEDS:
+        raise ValueError(f"the length of list is larger than {MAX_FEEDS}")
+
+
+def _check_custom_size(custom_sizes: Any, mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError("infer mode is illegal, Please check.")
+    if custom_sizes is None:
+        if mode == "dymshape":
+            raise ValueError("custom_sizes can not be None in dymshape mode")
+        return
+    if isinstance(custom_sizes, list):
+        if not 0 < len(custom_sizes) <= MAX_CUSTOM_SIZES:
+            raise ValueError(f"the length of custom_sizes list must be in [1, {MAX_CUSTOM_SIZES}]")
+        for v in custom_sizes:
+            if type(v) is not int:
+                raise ValueError(f"some value in list is not the expected type: {v!r} is not int")
+            if not 0 < v <= MAX_CUSTOM_SIZE:
+                raise ValueError(f"value:{v} of custom_sizes is out of range (0, {MAX_CUSTOM_SIZE}]")
+        return
+    if type(custom_sizes) is not int:
+        raise TypeError(f"value:{custom_sizes!r} is not a integer!")
+    if not 0 < custom_sizes <= MAX_CUSTOM_SIZE:
+        raise ValueError(f"value:{custom_sizes} of custom_sizes is out of range (0, {MAX_CUSTOM_SIZE}]")
+
+
+def _parse_dym_string(text: str) -> Dict[str, List[int]]:
+    illegal = RuntimeError("the format of dynamic shape string is illegal, please check")
+    if not text or len(text) > 4096:
+        raise illegal
+    parsed: Dict[str, List[int]] = {}
+    for part in text.split(";"):
+        name, sep, dims_text = part.rpartition(":")
+        if not sep or not _DYM_NAME.match(name) or not dims_text:
+            raise illegal
+        dims_s = dims_text.split(",")
+        if not 0 < len(dims_s) <= 6 or any(not d.isdigit() or len(d) > 9 for d in dims_s):
+            raise illegal
+        dims = [int(d) for d in dims_s]
+        if 0 in dims:
+            raise illegal
+        parsed[name] = dims
+    return parsed
+
+
+def _fmt_ranges(ranges: Sequence[ShapeRange]) -> str:
+    return "[" + ",".join(str(lo) if lo == hi else f"{lo}~{'-1' if hi == -1 else hi}" for lo, hi in ranges) + "]"
