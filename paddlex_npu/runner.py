@@ -86,8 +86,11 @@ class OMRunner:
         feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
         return self.infer(feeds)
 
-    def infer(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
-        """One inference on feeds already in model order and dtypes."""
+    def infer(self, feeds: List[np.ndarray], learn: bool = True) -> List[np.ndarray]:
+        """One inference on feeds already in model order and dtypes.
+
+        ``learn``: let the output sizer learn from this call (off for warm-up's synthetic shapes).
+        """
         opened = self._session_or_raise()
         sizes = self._sizer.sizes(feeds)
         with self._lock, opened.call_guard():
@@ -101,7 +104,8 @@ class OMRunner:
                 )
                 outputs = opened.session.infer(feeds, mode=self.mode, custom_sizes=grown)
         outputs = list(outputs)
-        self._sizer.observe(feeds, outputs)
+        if learn:
+            self._sizer.observe(feeds, outputs)
         return outputs
 
     def warmup(self, runs: int, shapes: Optional[Dict[str, List[int]]] = None) -> None:
@@ -113,7 +117,7 @@ class OMRunner:
             ]
             feeds.append(np.zeros(shape, dtype=dt))
         for _ in range(runs):
-            self.infer(feeds)
+            self.infer(feeds, learn=False)
         logger.info("%s: %d warm-up run(s) done", self.model_name or self.package.model_dir.name, runs)
 
     def close(self) -> None:
