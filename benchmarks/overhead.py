@@ -1,0 +1,71 @@
+"""Overhead of the NPU route: its throughput relative to calling ONNX Runtime directly.
+
+Runs, on the same ONNX file and the same inputs, (a) an ``onnxruntime.InferenceSession`` called directly and
+(b) the NPU route as PaddleX calls it (the OM runner, ``runner(x=[...])``, over the CPU reference
+``InferSession``). The difference is what paddlex-npu adds per call: input ordering and dtype checks, the
+per-call ``custom_sizes``, the session contract's checks. Target: ratio >= 0.97.
+
+    python benchmarks/overhead.py [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+os.environ.setdefault("PADDLEX_NPU_AUTO_INSTALL", "0")  # the runner alone; PaddleX is not patched here
+
+from paddlex_npu import assets  # noqa: E402
+from paddlex_npu.config import OMBackendConfig  # noqa: E402
+from paddlex_npu.runner import build_om_runner  # noqa: E402
+
+CASES = {
+    "det 1x3x640x640": (assets.DET, (1, 3, 640, 640)),
+    "rec 6x3x48x320": (assets.REC, (6, 3, 48, 320)),
+}
+
+
+def _rate(fn, seconds: float) -> float:
+    fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+def main() -> int:
+    import onnxruntime as ort
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per side and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    root = assets.build_model_folders() / "om"
+    print(f"{'case':<18}{'direct ORT /s':>14}{'NPU route /s':>14}{'ratio':>8}")
+    worst = float("inf")
+    for case, (model, shape) in CASES.items():
+        folder = root / model
+        x = np.random.default_rng(0).random(shape, dtype=np.float32)
+        direct = ort.InferenceSession(str(folder / "inference.onnx"), providers=["CPUExecutionProvider"])
+        name = direct.get_inputs()[0].name
+        runner = build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig())
+        np.testing.assert_array_equal(runner(x=[x])[0], direct.run(None, {name: x})[0])
+        d_rates, r_rates = [], []
+        for _ in range(args.rounds):  # interleaved, so drift hits both sides alike
+            d_rates.append(_rate(lambda: direct.run(None, {name: x}), args.seconds))  # noqa: B023
+            r_rates.append(_rate(lambda: runner(x=[x]), args.seconds))  # noqa: B023
+        d, r = float(np.median(d_rates)), float(np.median(r_rates))
+        worst = min(worst, r / d)
+        print(f"{case:<18}{d:>14.2f}{r:>14.2f}{r / d:>8.3f}")
+        runner.close()
+    print(f"worst ratio {worst:.3f} (target >= 0.97): {'OK' if worst >= 0.97 else 'BELOW TARGET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

