@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import threading
-from typing import Optional
+from types import ModuleType
+from typing import List, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -13,7 +14,7 @@ from packaging.version import Version
 from .adapters.patching import Patches
 from .errors import UnsupportedPaddlexError
 from .log import logger
-from .package import SUPPORTED, SUPPORTED_TEXT
+from .package import SUPPORTED, SUPPORTED_TEXT, TESTED
 
 _lock = threading.RLock()
 _patches: Optional[Patches] = None
@@ -33,40 +34,28 @@ def select_adapter(version: str) -> str:
     for name, spec in SUPPORTED.items():
         if parsed in SpecifierSet(spec):
             return name
-    hint = (
-        " PaddleX 3.0-3.4 (create_static_infer layout) is not supported by this release: upgrade PaddleX."
-        if parsed < Version("3.5")
-        else ""
-    )
     raise UnsupportedPaddlexError(
-        f"paddlex-npu supports {SUPPORTED_TEXT}; the installed PaddleX is {version}.{hint} "
-        f"Install a supported one, e.g. `pip install \"paddlex{SUPPORTED['paddlex_35']}\"`."
+        f"paddlex-npu supports {SUPPORTED_TEXT}; the installed PaddleX is {version}. "
+        f"Install a supported one, e.g. `pip install \"paddlex=={TESTED['paddlex_35']}\"`."
     )
 
 
-def _check_layout(name: str) -> None:
-    if name == "paddlex_35":
-        try:
-            engines = importlib.import_module("paddlex.inference.models.engines")
-            bindings = importlib.import_module("paddlex.inference.models.bindings")
-            models = importlib.import_module("paddlex.inference.models")
-        except ImportError as exc:
-            raise UnsupportedPaddlexError(
-                f"PaddleX {paddlex_version()} does not have the runner/engine layout paddlex-npu patches ({exc}); "
-                f"supported: {SUPPORTED_TEXT}"
-            ) from exc
-        needed = [
-            (engines, "RunnerEngine"), (engines, "InferenceEngine"), (bindings, "default_registry"),
-            (models, "create_predictor"), (models, "_get_inference_engine"),
-        ]  # fmt: skip
-        missing = [f"{m.__name__}.{a}" for m, a in needed if not hasattr(m, a)]
-        if not hasattr(getattr(bindings, "default_registry", None), "_registry"):
-            missing.append("BindingRegistry._registry")
-        if missing:
-            raise UnsupportedPaddlexError(
-                f"PaddleX {paddlex_version()} lacks {', '.join(missing)}: unknown layout, not patched. "
-                f"Supported: {SUPPORTED_TEXT}"
-            )
+def load_adapter(name: str) -> ModuleType:
+    """Import an adapter and check that PaddleX has the layout it patches; refuse unknown layouts."""
+    try:
+        adapter = importlib.import_module(f"paddlex_npu.adapters.{name}")
+    except ImportError as exc:
+        raise UnsupportedPaddlexError(
+            f"PaddleX {paddlex_version()} does not have the layout paddlex-npu's {name} adapter patches ({exc}); "
+            f"unknown layout, not patched. Supported: {SUPPORTED_TEXT}"
+        ) from exc
+    missing = adapter.missing_hooks()
+    if missing:
+        raise UnsupportedPaddlexError(
+            f"PaddleX {paddlex_version()} lacks {', '.join(missing)}: unknown layout, not patched. "
+            f"Supported: {SUPPORTED_TEXT}"
+        )
+    return adapter
 
 
 def install() -> bool:
@@ -78,12 +67,9 @@ def install() -> bool:
             return False
         version = paddlex_version()
         if version is None:
-            raise UnsupportedPaddlexError(
-                f"PaddleX is not installed: `pip install \"paddlex{SUPPORTED['paddlex_35']}\"`"
-            )
+            raise UnsupportedPaddlexError(f"PaddleX is not installed: `pip install paddlex=={TESTED['paddlex_35']}`")
         name = select_adapter(version)
-        _check_layout(name)
-        adapter = importlib.import_module(f"paddlex_npu.adapters.{name}")
+        adapter = load_adapter(name)
         patches = Patches()
         try:
             adapter.apply(patches)
@@ -111,3 +97,13 @@ def uninstall() -> bool:
 
 def is_installed() -> bool:
     return _patches is not None
+
+
+def active_adapter() -> Optional[str]:
+    """The adapter in use (``paddlex_34`` / ``paddlex_35``), or None when not installed."""
+    return _adapter
+
+
+def patched_attributes() -> List[Tuple[object, str, object, object]]:
+    """(owner, name, original, replacement) of each attribute patched now; empty when not installed."""
+    return _patches.attributes() if _patches is not None else []

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from compat import LEGACY, only_runner_layout, runner_of
 from conftest import NPU_HPI, REPO
 
 import paddlex_npu
@@ -86,6 +87,7 @@ def test_unknown_runtime(asset_root, monkeypatch):
         _create(asset_root / "om" / DET, hpi)
 
 
+@only_runner_layout
 def test_om_engine_on_a_cpu_device(asset_root):
     from paddlex import create_predictor
 
@@ -98,27 +100,47 @@ def test_shape_outside_the_om_range(asset_root):
 
     predictor = _create(asset_root / "om" / DET)
     with pytest.raises(RuntimeError, match=r"input 'x' shape \[1, 4, 64, 64\] is outside the range"):
-        predictor.runner([np.zeros((1, 4, 64, 64), np.float32)])
+        runner_of(predictor)([np.zeros((1, 4, 64, 64), np.float32)])
 
 
 def test_unsupported_paddlex_versions():
     from paddlex_npu.patcher import select_adapter
 
     assert select_adapter("3.7.2") == "paddlex_35"
-    with pytest.raises(UnsupportedPaddlexError, match=r"supports paddlex>=3.5,<3.8.*3.4.3.*3.0-3.4"):
-        select_adapter("3.4.3")
-    with pytest.raises(UnsupportedPaddlexError, match=r"supports paddlex>=3.5,<3.8.*4.0.0"):
-        select_adapter("4.0.0")
+    assert select_adapter("3.5.0") == "paddlex_35"
+    assert select_adapter("3.4.3") == "paddlex_34"
+    assert select_adapter("3.0.0") == "paddlex_34"
+    for version in ("2.1.0", "3.8.0", "4.0.0"):
+        expected = rf"supports paddlex>=3.0,<3.8 .*installed PaddleX is {version}"
+        with pytest.raises(UnsupportedPaddlexError, match=expected):
+            select_adapter(version)
 
 
 def test_unknown_layout_is_refused(monkeypatch):
-    from paddlex.inference.models import bindings
-
     from paddlex_npu import patcher
 
-    monkeypatch.delattr(bindings, "default_registry")
+    name = patcher.active_adapter()
+    adapter = patcher.load_adapter(name)
+    if LEGACY:
+        from paddlex.inference.models.base.predictor.base_predictor import BasePredictor
+
+        monkeypatch.delattr(BasePredictor, "_prepare_pp_option")
+    else:
+        from paddlex.inference.models.bindings import default_registry
+
+        monkeypatch.delattr(default_registry, "_registry")
+    assert adapter.missing_hooks()
     with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched"):
-        patcher._check_layout("paddlex_35")
+        patcher.load_adapter(name)
+
+
+def test_the_other_generation_s_layout_is_refused():
+    """Each adapter refuses the other generation's PaddleX (its hook points are missing)."""
+    from paddlex_npu import patcher
+
+    other = "paddlex_35" if LEGACY else "paddlex_34"
+    with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched"):
+        patcher.load_adapter(other)
 
 
 def test_unsupported_version_refused_on_install(monkeypatch):
@@ -126,9 +148,9 @@ def test_unsupported_version_refused_on_install(monkeypatch):
 
     was = paddlex_npu.is_installed()
     paddlex_npu.uninstall() if was else None
-    monkeypatch.setattr(patcher, "paddlex_version", lambda: "3.3.13")
+    monkeypatch.setattr(patcher, "paddlex_version", lambda: "2.1.0")
     try:
-        with pytest.raises(UnsupportedPaddlexError, match="supports paddlex>=3.5"):
+        with pytest.raises(UnsupportedPaddlexError, match="supports paddlex>=3.0,<3.8"):
             paddlex_npu.install()
         assert not paddlex_npu.is_installed()
     finally:

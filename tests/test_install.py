@@ -5,26 +5,24 @@ from __future__ import annotations
 import logging
 
 import pytest
+from compat import LEGACY, cpu_pipeline, paddle_inference_class, runner_of
 from conftest import run_ocr
 
 import paddlex_npu
 from paddlex_npu import assets
+from paddlex_npu.patcher import patched_attributes
+
+_ABSENT = object()
 
 
-def _snapshot():
-    import paddlex
-    import paddlex.inference as pdx_inference
-    from paddlex.inference import models as pdx_models
+def _registries():
+    """3.5+: the engine registry and the bindings (items, not attributes, are patched there)."""
+    if LEGACY:
+        return None
     from paddlex.inference.models.bindings import default_registry
     from paddlex.inference.models.engines import InferenceEngine
 
-    return {
-        "paddlex.create_predictor": paddlex.create_predictor,
-        "paddlex.inference.create_predictor": pdx_inference.create_predictor,
-        "models.create_predictor": pdx_models.create_predictor,
-        "engines": dict(InferenceEngine.all()),
-        "bindings": {name: dict(m) for name, m in default_registry._registry.items()},
-    }
+    return dict(InferenceEngine.all()), {name: dict(m) for name, m in default_registry._registry.items()}
 
 
 @pytest.fixture()
@@ -36,27 +34,28 @@ def reinstall():
 
 def test_uninstall_restores_every_patched_object(reinstall):
     assert paddlex_npu.is_installed()
-    patched = _snapshot()
-    assert "om" in patched["engines"]
-    assert getattr(patched["models.create_predictor"], "__paddlex_npu_patched__", False)
+    patched = patched_attributes()
+    assert patched, "install() patched nothing"
+    for owner, name, _, replacement in patched:
+        assert owner.__dict__[name] is replacement and replacement.__paddlex_npu_patched__
+    registries = _registries()
 
     assert paddlex_npu.uninstall() is True
-    original = _snapshot()
-    assert "om" not in original["engines"]
-    assert not any("om" in m for m in original["bindings"].values())
-    fn = original["models.create_predictor"]
-    assert not hasattr(fn, "__paddlex_npu_patched__")
-    assert patched["models.create_predictor"].__wrapped__ is fn
-    assert original["paddlex.create_predictor"] is fn and original["paddlex.inference.create_predictor"] is fn
+    assert patched_attributes() == []
+    for owner, name, original, _ in patched:
+        assert owner.__dict__.get(name, _ABSENT) is original, f"{owner}.{name} not restored"
+    if registries is not None:
+        engines, bindings = _registries()
+        assert "om" in registries[0] and "om" not in engines
+        assert not any("om" in m for m in bindings.values())
 
-    assert paddlex_npu.install() is True
-    again = _snapshot()
-    assert again["engines"]["om"] is patched["engines"]["om"]
+    assert paddlex_npu.install() is True  # on -> off -> on -> off: the same originals come back
+    assert [(o, n, orig) for o, n, orig, _ in patched_attributes()] == [(o, n, orig) for o, n, orig, _ in patched]
     assert paddlex_npu.uninstall() is True
-    restored = _snapshot()
-    assert all(restored[k] is original[k] for k in ("paddlex.create_predictor", "models.create_predictor"))
-    assert restored["engines"] == original["engines"]
-    assert {k: v for k, v in restored["bindings"].items()} == original["bindings"]
+    for owner, name, original, _ in patched:
+        assert owner.__dict__.get(name, _ABSENT) is original
+    if registries is not None:
+        assert _registries() == (engines, bindings)
 
 
 def test_install_and_uninstall_are_idempotent(reinstall, caplog):
@@ -68,27 +67,27 @@ def test_install_and_uninstall_are_idempotent(reinstall, caplog):
         assert "not installed" in caplog.text
 
 
-def _cpu_pipeline_runners(asset_root, engine):
-    from paddlex import create_pipeline
-
-    kw = {"engine_config": {"run_mode": "paddle"}} if engine == "paddle_static" else {}
-    return create_pipeline(config=assets.ocr_pipeline_config(asset_root / "paddle"), device="cpu", engine=engine, **kw)
+ENGINES = ["paddle_static"] if LEGACY else ["onnxruntime", "paddle_static"]
 
 
-@pytest.mark.parametrize("engine", ["onnxruntime", "paddle_static"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_cpu_pipeline_is_untouched(asset_root, images, reinstall, engine):
-    from paddlex.inference.models.runners import ONNXRuntimeRunner, PaddleStaticRunner
+    if engine == "onnxruntime":
+        from paddlex.inference.models.runners import ONNXRuntimeRunner
 
-    expected_cls = ONNXRuntimeRunner if engine == "onnxruntime" else PaddleStaticRunner
+        expected_cls = ONNXRuntimeRunner
+    else:
+        expected_cls = paddle_inference_class()
+    config = assets.ocr_pipeline_config(asset_root / "paddle")
     one = {"english": images["english"]}
 
-    p = _cpu_pipeline_runners(asset_root, engine)  # plugin installed
-    assert type(p.text_det_model.runner) is expected_cls and type(p.text_rec_model.runner) is expected_cls
+    p = cpu_pipeline(config, engine)  # plugin installed
+    assert type(runner_of(p.text_det_model)) is expected_cls and type(runner_of(p.text_rec_model)) is expected_cls
     with_plugin = run_ocr(p, one)
     p.close()
 
     paddlex_npu.uninstall()
-    p = _cpu_pipeline_runners(asset_root, engine)
+    p = cpu_pipeline(config, engine)
     without_plugin = run_ocr(p, one)
     p.close()
     assert with_plugin == without_plugin
@@ -98,6 +97,6 @@ def test_hpi_backends_other_than_om_reach_paddlex(asset_root):
     """PaddleX's own HPI path is taken (and fails as stock PaddleX does here: no ultra-infer)."""
     from paddlex import create_predictor
 
-    with pytest.raises(RuntimeError, match="ultra-infer"):
+    with pytest.raises(Exception, match="ultra-infer|high-performance inference plugin is not available"):
         create_predictor("PP-OCRv4_mobile_det", model_dir=str(asset_root / "paddle" / "PP-OCRv4_mobile_det"),
                          device="cpu", use_hpip=True, hpi_config={"backend": "onnxruntime"})

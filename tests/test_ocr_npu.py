@@ -9,19 +9,19 @@ import sys
 
 import numpy as np
 import pytest
+from compat import cpu_pipeline, only_runner_layout, runner_of
 from conftest import EXPECTED, norm, run_ocr
 
 from paddlex_npu import assets
 
 
 def test_every_model_runs_on_the_om_runner(npu_pipeline):
-    from paddlex_npu.adapters.paddlex_35 import PaddlexOMRunner
+    from paddlex_npu.runner import OMRunner
 
-    models = [npu_pipeline.text_det_model, npu_pipeline.text_rec_model]
-    for model in models:
-        assert isinstance(model.runner, PaddlexOMRunner)
-        assert model.runner.runtime == "reference"
-        assert model.runner.mode == "dymshape"
+    for model in (npu_pipeline.text_det_model, npu_pipeline.text_rec_model):
+        runner = runner_of(model)
+        assert isinstance(runner, OMRunner)
+        assert runner.runtime == "reference" and runner.mode == "dymshape"
 
 
 @pytest.mark.parametrize("key", ["english", "chinese", "page"])
@@ -42,10 +42,9 @@ def _assert_parity(ours, theirs):
 
 
 @pytest.mark.slow
+@only_runner_layout
 def test_parity_with_paddlex_onnxruntime_engine(npu_results, asset_root, images):
-    from paddlex import create_pipeline
-
-    p = create_pipeline(config=assets.ocr_pipeline_config(asset_root / "paddle"), device="cpu", engine="onnxruntime")
+    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), "onnxruntime")
     try:
         _assert_parity(npu_results, run_ocr(p, images))
     finally:
@@ -54,18 +53,14 @@ def test_parity_with_paddlex_onnxruntime_engine(npu_results, asset_root, images)
 
 @pytest.mark.slow
 def test_parity_with_paddlex_paddle_static_engine(npu_results, asset_root, images):
-    from paddlex import create_pipeline
-
-    p = create_pipeline(
-        config=assets.ocr_pipeline_config(asset_root / "paddle"),
-        device="cpu", engine="paddle_static", engine_config={"run_mode": "paddle"},
-    )  # fmt: skip
+    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), "paddle_static")
     try:
         _assert_parity(npu_results, run_ocr(p, images))
     finally:
         p.close()
 
 
+@only_runner_layout
 def test_native_om_engine_gives_the_same_result(asset_root, images, npu_results):
     from paddlex import create_pipeline
 
@@ -80,6 +75,7 @@ def test_native_om_engine_gives_the_same_result(asset_root, images, npu_results)
     assert got["english"] == npu_results["english"]
 
 
+@only_runner_layout
 def test_paddlex_cli_with_engine_om(asset_root, images, tmp_path):
     import yaml
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from ..config import OMBackendConfig, validate
 from ..errors import NpuDeviceUnavailableError
 
 
@@ -39,6 +40,19 @@ def device_of(device: Optional[str], cfg: Mapping[str, Any]) -> Tuple[Optional[s
     return kind, int(index or 0)
 
 
+def om_route(use_hpip: Any, hpi_config: Any, device: Optional[str]) -> Optional[Tuple[int, OMBackendConfig]]:
+    """(device_id, backend options) when a call asks for HPI backend ``om`` on an NPU, else None."""
+    if not use_hpip:
+        return None
+    hpi = as_dict(hpi_config)
+    if hpi.get("backend") != "om":
+        return None
+    device_type, device_id = device_of(device, hpi)
+    if device_type != "npu":
+        return None
+    return device_id, validate(OMBackendConfig, hpi.get("backend_config") or {}, "hpi_config['backend_config']")
+
+
 def paddle_has_npu() -> bool:
     import paddle
 
@@ -51,8 +65,8 @@ def paddle_has_npu() -> bool:
 def refuse_npu_without_custom_device(bound: Mapping[str, Any]) -> None:
     """Raise instead of letting Paddle Inference abort the process on ``device="npu"`` without NPU support.
 
-    Applies when the call would build a Paddle Inference predictor (engine paddle/paddle_static, or HPI with
-    backend ``paddle``) on an NPU device and paddlepaddle has no ``npu`` custom device.
+    ``bound`` are the arguments of a 3.5+ ``create_predictor`` call. Applies when the call would build a
+    Paddle Inference predictor (engine paddle/paddle_static, or HPI with backend ``paddle``) on an NPU.
     """
     engine = bound.get("engine")
     hpi = as_dict(bound.get("hpi_config"))
@@ -64,14 +78,18 @@ def refuse_npu_without_custom_device(bound: Mapping[str, Any]) -> None:
         engine_cfg = as_dict(bound.get("engine_config") or bound.get("pp_option"))
     else:
         return
-    kind, index = device_of(bound.get("device"), engine_cfg)
-    if kind != "npu" or paddle_has_npu():
+    refuse_paddle_inference_on_npu(*device_of(bound.get("device"), engine_cfg))
+
+
+def refuse_paddle_inference_on_npu(device_type: Optional[str], device_id: int) -> None:
+    """Raise if Paddle Inference is about to run on an NPU that this paddlepaddle build cannot use."""
+    if device_type != "npu" or paddle_has_npu():
         return
     raise NpuDeviceUnavailableError(
-        f"device='npu:{index}' asks Paddle Inference for an Ascend NPU, but this paddlepaddle build has no 'npu' "
-        "custom device (paddle-custom-npu is not installed), and Paddle would abort the process. To run the "
-        "model on the NPU from an OM file, `import paddlex_npu` and pass use_hpip=True, "
+        f"device='npu:{device_id}' asks Paddle Inference for an Ascend NPU, but this paddlepaddle build has no "
+        "'npu' custom device (paddle-custom-npu is not installed), and Paddle would abort the process. To run "
+        "the model on the NPU from an OM file, `import paddlex_npu` and pass use_hpip=True, "
         "hpi_config={'backend': 'om', 'device_type': 'npu', 'device_id': "
-        f"{index}}} (or engine='om') with inference.om in the model folder; or install paddle-custom-npu; or "
-        "use device='cpu'"
+        f"{device_id}}} (or engine='om' on PaddleX 3.5+) with inference.om in the model folder; or install "
+        "paddle-custom-npu; or use device='cpu'"
     )

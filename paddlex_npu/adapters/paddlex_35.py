@@ -91,17 +91,13 @@ class OMEngine(RunnerEngine):
 
 def _hpi_route_config(bound: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The ``om`` engine_config for a call that asks for HPI backend ``om`` on an NPU, else None."""
-    if bound.get("engine") is not None or not bound.get("use_hpip"):
+    if bound.get("engine") is not None:
         return None
-    hpi = common.as_dict(bound.get("hpi_config"))
-    if hpi.get("backend") != "om":
+    route = common.om_route(bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device"))
+    if route is None:
         return None
-    device_type, device_id = common.device_of(bound.get("device"), hpi)
-    if device_type != "npu":
-        return None
-    backend_config = validate(OMBackendConfig, hpi.get("backend_config") or {}, "hpi_config['backend_config']")
-    cfg = {"device_type": "npu", "device_id": device_id, **backend_config.model_dump(exclude_unset=True)}
-    return cfg
+    device_id, backend = route
+    return {"device_type": "npu", "device_id": device_id, **backend.model_dump(exclude_unset=True)}
 
 
 def _wrap_create_predictor(original):
@@ -133,6 +129,22 @@ def _om_bindings() -> List[str]:
         engine_map[ENGINE_NAME] = Binding(predictor=static.predictor)
         names.append(model_name)
     return names
+
+
+def missing_hooks() -> List[str]:
+    """The hook points this adapter needs that the installed PaddleX lacks (empty: the layout is known)."""
+    needed = {
+        "models.create_predictor": getattr(pdx_models, "create_predictor", None),
+        "models._get_inference_engine.cache_clear": getattr(pdx_models._get_inference_engine, "cache_clear", None)
+        if hasattr(pdx_models, "_get_inference_engine") else None,
+        "models._engine_config_bucket_key_allowlist": getattr(pdx_models, "_engine_config_bucket_key_allowlist", None),
+        "bindings.default_registry._registry": getattr(default_registry, "_registry", None),
+        "RunnerEngine.build_runner": getattr(RunnerEngine, "build_runner", None),
+    }  # fmt: skip
+    missing = [name for name, hook in needed.items() if hook is None]
+    if "device" not in inspect.signature(pdx_models.create_predictor).parameters:
+        missing.append("create_predictor(device=...)")
+    return missing
 
 
 def apply(patches: Patches) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, MutableMapping
+from typing import Any, Callable, List, MutableMapping, Tuple
 
 _MISSING = object()
 
@@ -16,10 +16,16 @@ class Patches:
 
     def __init__(self) -> None:
         self._undo: List[Callable[[], bool]] = []
+        self._attributes: List[Tuple[Any, str, Any, Any]] = []
+
+    def attributes(self) -> List[Tuple[Any, str, Any, Any]]:
+        """(owner, name, original, replacement) of every attribute replaced with :meth:`set_attr`."""
+        return list(self._attributes)
 
     def set_attr(self, owner: Any, name: str, value: Any) -> None:
-        original = owner.__dict__.get(name, _MISSING) if hasattr(owner, "__dict__") else getattr(owner, name)
+        original = owner.__dict__.get(name, _MISSING)
         setattr(owner, name, value)
+        self._attributes.append((owner, name, original, value))
 
         def undo() -> bool:
             if owner.__dict__.get(name, _MISSING) is not value:
@@ -57,6 +63,7 @@ class Patches:
     def revert(self) -> List[str]:
         """Undo everything; returns a note for each patch that could not be restored."""
         problems = []
+        self._attributes.clear()
         while self._undo:
             undo = self._undo.pop()
             if not undo():
