@@ -70,6 +70,9 @@ def install() -> bool:
             raise UnsupportedPaddlexError(f"PaddleX is not installed: `pip install paddlex=={TESTED['paddlex_35']}`")
         name = select_adapter(version)
         adapter = load_adapter(name)
+        if adapter.is_fork_patched():
+            logger.info("this PaddleX carries paddlex-npu's fork patch: the OM route is in its source already")
+            return False
         patches = Patches()
         try:
             adapter.apply(patches)

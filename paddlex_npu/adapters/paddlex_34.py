@@ -31,19 +31,42 @@ from .patching import Patches
 _MARK = "_paddlex_npu_om"
 
 
+def om_route(predictor: Any, use_hpip: Any, hpi_config: Any, device: Any) -> Any:
+    """Mark ``predictor`` for the OM route when it asks for HPI backend ``om`` on an NPU; returns the mark."""
+    route = common.om_route(use_hpip, hpi_config, device)
+    setattr(predictor, _MARK, route)
+    return route
+
+
+def om_static_infer(predictor: Any) -> Any:
+    """The OM runner for a marked predictor; None for PaddleX's own static infer (after the NPU check).
+
+    Shared by the monkeypatch below and the fork patch (:mod:`paddlex_npu.fork`).
+    """
+    route = getattr(predictor, _MARK, None)
+    if route is not None:
+        device_id, backend = route
+        logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", predictor.model_name, device_id)
+        return build_om_runner(
+            predictor.model_dir, runtime=resolve_runtime_name(backend.runtime), device_id=device_id,
+            config=backend, model_name=predictor.model_name,
+        )  # fmt: skip
+    option = getattr(predictor, "_pp_option", None)
+    if not getattr(predictor, "_use_hpip", False) and option is not None:
+        common.refuse_paddle_inference_on_npu(option.device_type, int(option.device_id or 0))
+    return None
+
+
 def _wrap_init(original):
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # noqa: N807 - replaces BasePredictor.__init__
         bound = signature.bind_partial(self, *args, **kwargs).arguments
-        route = common.om_route(bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device"))
-        if route is None:
+        if om_route(self, bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device")) is None:
             return original(self, *args, **kwargs)
-        setattr(self, _MARK, route)
         kwargs.update(use_hpip=False, hpi_config=None, device=None, pp_option=None)
-        args = args[:2]  # model_dir, config; the rest are keyword-only in every 3.x
-        original(self, *args, **kwargs)
+        original(self, *args[:2], **kwargs)  # model_dir, config; the rest are keyword-only in every 3.x
         self._use_hpip = True
 
     __init__.__paddlex_npu_patched__ = True
@@ -53,21 +76,18 @@ def _wrap_init(original):
 def _wrap_create_static_infer(original):
     @functools.wraps(original)
     def create_static_infer(self):
-        route = getattr(self, _MARK, None)
-        if route is not None:
-            device_id, backend = route
-            logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", self.model_name, device_id)
-            return build_om_runner(
-                self.model_dir, runtime=resolve_runtime_name(backend.runtime), device_id=device_id,
-                config=backend, model_name=self.model_name,
-            )  # fmt: skip
-        option = getattr(self, "_pp_option", None)
-        if not getattr(self, "_use_hpip", False) and option is not None:
-            common.refuse_paddle_inference_on_npu(option.device_type, int(option.device_id or 0))
-        return original(self)
+        infer = om_static_infer(self)
+        return original(self) if infer is None else infer
 
     create_static_infer.__paddlex_npu_patched__ = True
     return create_static_infer
+
+
+def is_fork_patched() -> bool:
+    """Whether this PaddleX carries paddlex-npu's fork patch (routing in its own source)."""
+    import sys
+
+    return bool(getattr(sys.modules[BasePredictor.__module__], "PADDLEX_NPU_FORK", False))
 
 
 def missing_hooks() -> list:

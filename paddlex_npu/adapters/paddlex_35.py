@@ -100,21 +100,32 @@ def _hpi_route_config(bound: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return {"device_type": "npu", "device_id": device_id, **backend.model_dump(exclude_unset=True)}
 
 
+def route(bound: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Decide the route of a ``create_predictor`` call from its arguments.
+
+    Returns the arguments to replace for the OM route (``engine="om"`` with its engine_config), or None to
+    leave the call as it is; raises instead of letting Paddle Inference abort on an NPU it cannot use.
+    Shared by the monkeypatch below and the fork patch (:mod:`paddlex_npu.fork`).
+    """
+    om_config = _hpi_route_config(bound)
+    if om_config is None:
+        common.refuse_npu_without_custom_device(bound)
+        return None
+    logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", bound.get("model_name"), om_config["device_id"])
+    return {"engine": ENGINE_NAME, "engine_config": om_config, "device": None, "use_hpip": False, "hpi_config": None}
+
+
 def _wrap_create_predictor(original):
     signature = inspect.signature(original)
 
     @functools.wraps(original)
     def create_predictor(*args: Any, **kwargs: Any):
         bound = signature.bind_partial(*args, **kwargs).arguments
-        om_config = _hpi_route_config(bound)
-        if om_config is not None:
-            logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", bound.get("model_name"), om_config["device_id"])
-            extra = bound.pop("kwargs", {})
-            kwargs = {**bound, **extra}
-            kwargs.update(engine=ENGINE_NAME, engine_config=om_config, device=None, use_hpip=False, hpi_config=None)
-            return original(**kwargs)
-        common.refuse_npu_without_custom_device(bound)
-        return original(*args, **kwargs)
+        replace = route(bound)
+        if replace is None:
+            return original(*args, **kwargs)
+        extra = bound.pop("kwargs", {})
+        return original(**{**bound, **extra, **replace})
 
     create_predictor.__paddlex_npu_patched__ = True
     return create_predictor
@@ -145,6 +156,21 @@ def missing_hooks() -> List[str]:
     if "device" not in inspect.signature(pdx_models.create_predictor).parameters:
         missing.append("create_predictor(device=...)")
     return missing
+
+
+def is_fork_patched() -> bool:
+    """Whether this PaddleX carries paddlex-npu's fork patch (routing in its own source)."""
+    return bool(getattr(pdx_models, "PADDLEX_NPU_FORK", False))
+
+
+def register_om_engine() -> None:
+    """Permanently register the ``om`` engine and bindings (fork-patched PaddleX); idempotent."""
+    registry = InferenceEngine.all()
+    if registry.get(ENGINE_NAME) is OMEngine:
+        return
+    registry[ENGINE_NAME] = OMEngine
+    _om_bindings()
+    _clear_engine_caches()
 
 
 def apply(patches: Patches) -> None:
