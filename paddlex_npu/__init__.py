@@ -15,6 +15,7 @@ Set ``PADDLEX_NPU_AUTO_INSTALL=0`` to import without patching, then call :func:`
 from __future__ import annotations
 
 import os
+import sys
 
 from .errors import (
     ConfigError,
@@ -33,5 +34,8 @@ __all__ = [
     "RuntimeUnavailableError", "UnsupportedPaddlexError", "__version__", "install", "is_installed", "uninstall",
 ]  # fmt: skip
 
-if os.environ.get("PADDLEX_NPU_AUTO_INSTALL", "1") != "0":
+# The `paddlex-npu` command installs the patches itself, only for the subcommands that run PaddleX (so that
+# `paddlex-npu patch` and `info` work on any PaddleX, even one the plugin would refuse).
+_RUNNING_CLI = os.path.basename(sys.argv[0] if sys.argv else "") == "paddlex-npu"
+if os.environ.get("PADDLEX_NPU_AUTO_INSTALL", "1") != "0" and not _RUNNING_CLI:
     install()

