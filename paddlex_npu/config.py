@@ -24,6 +24,10 @@ class OMBackendConfig(BaseModel):
     warmup_shapes: Optional[Dict[str, List[int]]] = Field(
         None, description="input name -> shape used for warm-up (default: dynamic dims set to 1 / 64)"
     )
+    manifest: Optional[Dict[str, Any]] = Field(
+        None, description="OM manifest (schema in paddlex_npu.manifest) overriding or standing in for inference.om.json"
+    )
+    pad_value: float = Field(0.0, description="value that pads inputs up to a gear (after normalisation)")
     acl_json_path: Optional[str] = Field(None, description="acl.json for profiling or dump")
     debug: bool = Field(False, description="ais_bench debug logs")
 

@@ -24,6 +24,14 @@ class OMPackage:
     def yml_path(self) -> Path:
         return self.model_dir / f"{MODEL_FILE_PREFIX}.yml"
 
+    @property
+    def manifest_path(self) -> Optional[Path]:
+        """The OM manifest (``inference.om.json``) when the folder has one."""
+        from .manifest import MANIFEST_NAME
+
+        path = self.model_dir / MANIFEST_NAME
+        return path if path.is_file() else None
+
 
 def _check_readable(path: Path, folder: Path, how: str) -> None:
     if not path.is_file():

@@ -12,13 +12,18 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from . import manifest as manifest_mod
 from .config import OMBackendConfig
-from .errors import InputMismatchError
+from .errors import ConfigError, InputMismatchError
 from .log import logger
 from .model_files import OMPackage
 from .runtimes import OpenedSession, open_session
 from .runtimes.reference import numpy_dtype
+from .shapes import check_ranges, policy_for, run_with_gears
 from .sizing import OutputSizer
+
+# ais_bench messages of input errors: retrying with larger output buffers cannot help these.
+_INPUT_ERRORS = ("not match", "not matched", "illegal", "outside the range", "is not correct", "invalid")
 
 
 def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
@@ -28,18 +33,27 @@ def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
 
 
 class OMRunner:
-    """Runs one OM model through an ``InferSession`` in ``dymshape`` mode."""
+    """Runs one OM model through an ``InferSession`` in the mode its manifest says (default ``dymshape``).
 
-    mode = "dymshape"
+    ``task`` is the PaddleX predictor class name; it picks the shape policy for gear and static OMs.
+    """
 
     def __init__(self, package: OMPackage, runtime: str, device_id: int, config: OMBackendConfig,
-                 model_name: str = "") -> None:
+                 model_name: str = "", task: Optional[str] = None) -> None:
         self.package = package
         self.model_name = model_name
         self.device_id = device_id
         self.config = config
+        self.policy = policy_for(task)
+        given = config.manifest
+        if given is None and package.manifest_path is not None:
+            given = manifest_mod.load(package.manifest_path)
+        elif given is not None:
+            given = manifest_mod.parse(given, "backend_config['manifest']")
+        if given is not None:
+            given.check_soc()
         self._opened: Optional[OpenedSession] = open_session(
-            runtime, package, device_id, acl_json_path=config.acl_json_path, debug=config.debug
+            runtime, package, device_id, acl_json_path=config.acl_json_path, debug=config.debug, manifest=given
         )
         session = self._opened.session
         self._in_descs = list(session.get_inputs())
@@ -47,6 +61,15 @@ class OMRunner:
         self.input_names = [d.name for d in self._in_descs]
         self.output_names = [d.name for d in self._out_descs]
         self._in_dtypes = [numpy_dtype(d.datatype) for d in self._in_descs]
+        self.manifest = given or manifest_mod.default_for(
+            self.input_names, [list(d.shape) for d in self._in_descs], [dt.name for dt in self._in_dtypes],
+            self.output_names,
+        )
+        if [i.name for i in self.manifest.inputs] != self.input_names:
+            raise ConfigError(
+                f"the OM manifest names inputs {[i.name for i in self.manifest.inputs]}, the OM has "
+                f"{self.input_names}: the manifest belongs to another model"
+            )
         fixed = config.custom_sizes
         if isinstance(fixed, int):
             fixed = [fixed] * len(self._out_descs)
@@ -57,11 +80,16 @@ class OMRunner:
         )
         self._lock = threading.Lock()
         logger.info(
-            "OM runner for %s: %s on npu:%d via %s (inputs %s)",
-            model_name or package.model_dir.name, package.om_path.name, device_id, runtime, self.input_names,
+            "OM runner for %s: %s (%s) on npu:%d via %s (inputs %s)", model_name or package.model_dir.name,
+            package.om_path.name, self.manifest.mode, device_id, runtime, self.input_names,
         )
         if config.warmup_runs:
             self.warmup(config.warmup_runs, config.warmup_shapes)
+
+    @property
+    def mode(self) -> str:
+        """The ais_bench mode this OM runs in (from its manifest)."""
+        return self.manifest.mode
 
     @property
     def runtime(self) -> str:
@@ -87,16 +115,29 @@ class OMRunner:
         return self.infer(feeds)
 
     def infer(self, feeds: List[np.ndarray], learn: bool = True) -> List[np.ndarray]:
-        """One inference on feeds already in model order and dtypes.
+        """One inference on feeds already in model order and dtypes, through the shape policy.
 
         ``learn``: let the output sizer learn from this call (off for warm-up's synthetic shapes).
         """
+        if self.mode != "dymshape":
+            return run_with_gears(self.manifest, feeds, self.policy, self._infer_gear, self.config.pad_value)
+        check_ranges(self.manifest, [list(f.shape) for f in feeds])
+        return self._infer_dymshape(feeds, learn)
+
+    def _infer_gear(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
+        opened = self._session_or_raise()
+        with self._lock, opened.call_guard():
+            return list(opened.session.infer(feeds, mode=self.mode, custom_sizes=100000))
+
+    def _infer_dymshape(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:
         opened = self._session_or_raise()
         sizes = self._sizer.sizes(feeds)
         with self._lock, opened.call_guard():
             try:
                 outputs = opened.session.infer(feeds, mode=self.mode, custom_sizes=sizes)
             except RuntimeError as exc:
+                if any(marker in str(exc) for marker in _INPUT_ERRORS):
+                    raise
                 grown = self._sizer.grow(sizes, feeds, str(exc))
                 logger.warning(
                     "%s: the runtime failed with output buffers of %s bytes (%s); retrying once with %s",
@@ -110,11 +151,12 @@ class OMRunner:
 
     def warmup(self, runs: int, shapes: Optional[Dict[str, List[int]]] = None) -> None:
         """Run ``runs`` inferences on zero inputs, e.g. to compile kernels before the first request."""
+        first_gear = self.manifest.gear_shapes()[0] if self.mode != "dymshape" else None
         feeds = []
-        for desc, dt in zip(self._in_descs, self._in_dtypes):
-            shape = (shapes or {}).get(desc.name) or [
+        for k, (desc, dt) in enumerate(zip(self._in_descs, self._in_dtypes)):
+            shape = (shapes or {}).get(desc.name) or (first_gear[k] if first_gear else [
                 d if d > 0 else (1 if i == 0 else 64) for i, d in enumerate(desc.shape)
-            ]
+            ])  # fmt: skip
             feeds.append(np.zeros(shape, dtype=dt))
         for _ in range(runs):
             self.infer(feeds, learn=False)
@@ -133,8 +175,8 @@ class OMRunner:
 
 
 def build_om_runner(model_dir: Any, *, runtime: str, device_id: int, config: OMBackendConfig,
-                    model_name: str = "", runner_cls: type = OMRunner) -> OMRunner:
+                    model_name: str = "", task: Optional[str] = None, runner_cls: type = OMRunner) -> OMRunner:
     """Check the folder for ``runtime`` and build the runner (``runner_cls`` lets adapters subclass it)."""
     from .model_files import resolve_om_package
 
-    return runner_cls(resolve_om_package(model_dir, runtime), runtime, device_id, config, model_name)
+    return runner_cls(resolve_om_package(model_dir, runtime), runtime, device_id, config, model_name, task)

@@ -15,6 +15,7 @@ from conftest import NPU_HPI, REPO
 import paddlex_npu
 from paddlex_npu import UnsupportedPaddlexError
 from paddlex_npu.errors import ConfigError, ModelFileError, RuntimeUnavailableError
+from paddlex_npu.shapes import InputShapeError
 
 DET = "PP-OCRv4_mobile_det"
 
@@ -100,7 +101,8 @@ def test_shape_outside_the_om_range(asset_root):
     import numpy as np
 
     predictor = _create(asset_root / "om" / DET)
-    with pytest.raises(RuntimeError, match=r"input 'x' shape \[1, 4, 64, 64\] is outside the range"):
+    with pytest.raises(InputShapeError, match=r"input 'x' of shape \[1, 4, 64, 64\] is outside the OM's dymshape "
+                       r"ranges x:\[-1,3,-1,-1\]: rebuild the OM with a wider --input_shape range"):
         runner_of(predictor)([np.zeros((1, 4, 64, 64), np.float32)])
 
 

@@ -106,7 +106,7 @@ def test_static_mode_on_a_range_model_fails_like_the_device(dyn):
 
 
 def test_gear_modes_on_a_range_model(dyn):
-    with pytest.raises(RuntimeError, match="not a dynamic gear model"):
+    with pytest.raises(RuntimeError, match="not a dymbatch model! this OM was built as dymshape"):
         dyn.infer(feeds(), mode="dymbatch")
 
 
@@ -117,8 +117,11 @@ def test_input_count(dyn):
 
 def test_shape_outside_range(tmp_path):
     two_input_model(tmp_path / "inference.onnx")
-    s = InferSession(0, str(tmp_path / "inference.om"),
-                     input_ranges={"x": [(1, 4), (3, 3), (8, 64), (8, 64)], "a": [(1, 4), (2, 2)]})
+    manifest = {"mode": "dymshape", "inputs": [
+        {"name": "x", "shape": [-1, 3, -1, -1], "range": [[1, 4], [3, 3], [8, 64], [8, 64]]},
+        {"name": "a", "dtype": "int32", "shape": [-1, 2], "range": [[1, 4], [2, 2]]},
+    ]}  # fmt: skip
+    s = InferSession(0, str(tmp_path / "inference.om"), manifest=manifest)
     s.infer(feeds(2, 8, 64), mode="dymshape", custom_sizes=10**6)
     with pytest.raises(RuntimeError, match=r"shape \[2, 3, 8, 128\] is outside the range .*\[1~4,3,8~64,8~64\]"):
         s.infer(feeds(2, 8, 128), mode="dymshape", custom_sizes=10**6)

@@ -49,7 +49,7 @@ def om_static_infer(predictor: Any) -> Any:
         logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", predictor.model_name, device_id)
         return build_om_runner(
             predictor.model_dir, runtime=resolve_runtime_name(backend.runtime), device_id=device_id,
-            config=backend, model_name=predictor.model_name,
+            config=backend, model_name=predictor.model_name, task=type(predictor).__name__,
         )  # fmt: skip
     option = getattr(predictor, "_pp_option", None)
     if not getattr(predictor, "_use_hpip", False) and option is not None:

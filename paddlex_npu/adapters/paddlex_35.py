@@ -74,9 +74,11 @@ class OMEngine(RunnerEngine):
                            engine_config: Dict[str, Any], default_builder: Any = None) -> PaddlexOMRunner:
             cfg = OMEngineConfig.model_validate(engine_config)
             backend = OMBackendConfig.model_validate(cfg.model_dump(exclude={"device_type", "device_id"}))
+            binding = default_registry.try_get_binding(model_name, ENGINE_NAME)
             return build_om_runner(
-                model_dir, runtime=resolve_runtime_name(cfg.runtime), device_id=cfg.device_id,
-                config=backend, model_name=model_name, runner_cls=PaddlexOMRunner,
+                model_dir, runtime=resolve_runtime_name(cfg.runtime), device_id=cfg.device_id, config=backend,
+                model_name=model_name, task=binding.predictor.__name__ if binding else None,
+                runner_cls=PaddlexOMRunner,
             )  # fmt: skip
 
         return runner_builder

@@ -46,13 +46,15 @@ def open_session(
     *,
     acl_json_path: Optional[str] = None,
     debug: bool = False,
+    manifest: Any = None,
 ) -> OpenedSession:
+    """Open ``package`` on ``runtime``; ``manifest`` tells the reference runtime how the OM was built."""
     if runtime == "reference":
         from .reference import InferSession
 
         session = InferSession(
             device_id, str(package.om_path), acl_json_path, debug,
-            onnx_path=str(package.onnx_path) if package.onnx_path else None,
+            onnx_path=str(package.onnx_path) if package.onnx_path else None, manifest=manifest,
         )  # fmt: skip
         return OpenedSession(runtime, session, contextlib.nullcontext)
     from . import ais

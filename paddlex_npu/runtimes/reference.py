@@ -103,9 +103,9 @@ class InferSession:
 
     ``model_path`` names the ``.om`` file as on the device. The ONNX model it was built from is taken from
     ``onnx_path`` or, by default, the ``.onnx`` file beside it with the same stem; the ``.om`` itself need
-    not exist. ``input_ranges`` gives, per input, the (lo, hi) range of every dim the OM accepts (hi=-1:
-    unbounded), as ATC's ``--input_shape`` did; by default the ONNX's fixed dims are fixed and its symbolic
-    dims are unbounded. A model with no dynamic dim is a static OM.
+    not exist. ``manifest`` (an :class:`~paddlex_npu.manifest.OMManifest` or its dict) says how ATC built
+    the OM: static, batch / H-W / dims gears or dymshape ranges, and the session accepts exactly that. By
+    default the ONNX's symbolic dims are unbounded dymshape dims (a model with none is a static OM).
     """
 
     def __init__(
@@ -117,7 +117,7 @@ class InferSession:
         loop: int = 1,
         *,
         onnx_path: Optional[str] = None,
-        input_ranges: Optional[Dict[str, Sequence[ShapeRange]]] = None,
+        manifest: Any = None,
         intra_op_num_threads: int = 0,
     ) -> None:
         if not model_path:
@@ -162,43 +162,55 @@ class InferSession:
         self._freed = False
         self._custom_sizes: List[int] = []
 
+        from ..manifest import default_for, parse
+
+        nodes = self._ort.get_inputs()
+        onnx_shapes = [[d if isinstance(d, int) and d > 0 else -1 for d in n.shape] for n in nodes]
+        if manifest is None:
+            manifest = default_for([n.name for n in nodes], onnx_shapes,
+                                   [numpy_dtype(_ORT_TYPES[n.type]).name for n in nodes], [])  # fmt: skip
+        self.manifest = parse(manifest, f"the manifest of {model_path}")
+        self.built_mode = self.manifest.mode
+        if [i.name for i in self.manifest.inputs] != [n.name for n in nodes]:
+            raise RuntimeError(
+                f"the manifest's inputs {[i.name for i in self.manifest.inputs]} are not the ONNX model's "
+                f"{[n.name for n in nodes]} (in order): the manifest does not belong to {self.onnx_path}"
+            )
+        ranges_by_name = self.manifest.input_ranges()
         self._ranges: List[List[ShapeRange]] = []
         self.intensors_desc: List[tensor_desc] = []
-        for node in self._ort.get_inputs():
-            dims = [d if isinstance(d, int) and d > 0 else -1 for d in node.shape]
-            given = (input_ranges or {}).get(node.name)
-            if given is not None:
-                if len(given) != len(dims):
-                    raise ValueError(f"input_ranges[{node.name!r}] has {len(given)} dims, the model {len(dims)}")
-                ranges = [(int(lo), int(hi)) for lo, hi in given]
-                dims = [lo if lo == hi else -1 for lo, hi in ranges]
-            else:
-                ranges = [(d, d) if d > 0 else (1, -1) for d in dims]
-            self._ranges.append(ranges)
+        for i, (node, spec) in enumerate(zip(nodes, self.manifest.inputs)):
+            dims = list(spec.shape)
+            onnx_dims = onnx_shapes[i]
+            if len(dims) != len(onnx_dims) or any(o > 0 and d > 0 and o != d for d, o in zip(dims, onnx_dims)):
+                raise RuntimeError(f"manifest shape {dims} of input {node.name!r} does not fit the ONNX's {onnx_dims}")
+            self._ranges.append(ranges_by_name[node.name])
             dt = _ORT_TYPES[node.type]
-            size = 0 if -1 in dims else math.prod(dims) * numpy_dtype(dt).itemsize
+            size = self.manifest.max_bytes(i, numpy_dtype(dt).itemsize)
             self.intensors_desc.append(tensor_desc(node.name, dt, 0, dims, size, size))
+        self._gears = self.manifest.gear_shapes() if self.built_mode != "dymshape" else []
+        # Output sizes: what ACL reports: 0 for dymshape, else the largest gear's (run once, as ATC compiled it).
+        out_sizes = [0] * len(self._ort.get_outputs())
+        if self.built_mode != "dymshape":
+            for gear in self._gears:
+                feed = {d.name: np.zeros(shape, numpy_dtype(d.datatype)) for d, shape in zip(self.intensors_desc, gear)}
+                out_sizes = [max(a, o.nbytes) for a, o in zip(out_sizes, self._ort.run(None, feed))]
         self.outtensors_desc: List[tensor_desc] = []
-        for node in self._ort.get_outputs():
+        for node, size in zip(self._ort.get_outputs(), out_sizes):
             dims = [d if isinstance(d, int) and d > 0 else -1 for d in node.shape]
             dt = _ORT_TYPES[node.type]
-            size = 0 if -1 in dims or self.is_dynamic else math.prod(dims) * numpy_dtype(dt).itemsize
             self.outtensors_desc.append(tensor_desc(node.name, dt, 2, dims, size, size))
         self.outputs_names = [d.name for d in self.outtensors_desc]
         self._cur_shapes: List[List[int]] = [list(d.shape) for d in self.intensors_desc]
         self.infer_mode_switch = {
             "static": self._static_prepare,
-            "dymbatch": self._gear_prepare,
-            "dymhw": self._gear_prepare,
-            "dymdims": self._gear_prepare,
+            "dymbatch": self._dymbatch_prepare,
+            "dymhw": self._dymhw_prepare,
+            "dymdims": self._dymdims_prepare,
             "dymshape": self._dymshape_prepare,
         }
 
     # ---- introspection -------------------------------------------------------------
-    @property
-    def is_dynamic(self) -> bool:
-        return any(-1 in d.shape for d in self.intensors_desc)
-
     def get_inputs(self) -> List[tensor_desc]:
         self._check_alive()
         return self.intensors_desc
@@ -208,11 +220,7 @@ class InferSession:
         return self.outtensors_desc
 
     def get_max_dym_batchsize(self) -> int:
-        return 0
-
-    def input_ranges(self) -> List[List[ShapeRange]]:
-        """Per input, per dim, the (lo, hi) range the OM accepts (reference-only helper)."""
-        return [list(r) for r in self._ranges]
+        return max(g[0] for g in self.manifest.gears) if self.built_mode == "dymbatch" else 0
 
     # ---- main API --------------------------------------------------------------------
     def infer(
@@ -249,11 +257,62 @@ class InferSession:
 
     # ---- dynamic setters -------------------------------------------------------------
     def set_staticbatch(self) -> None:
+        """Static execution: a static OM's shapes, a gear OM's largest gear, nothing valid for a range OM."""
         self._check_alive()
-        self._cur_shapes = [list(d.shape) for d in self.intensors_desc]
+        if self.built_mode == "dymshape":
+            for i, desc in enumerate(self.intensors_desc):
+                desc.realsize = desc.size
+                self._cur_shapes[i] = list(desc.shape)
+        else:
+            self._set_gear(max(self._gears, key=lambda g: math.prod(g[0])))
+
+    def set_dynamic_batchsize(self, dym_batch: int) -> None:
+        self._check_alive()
+        self._require_built("dymbatch")
+        gears = [g[0] for g in self.manifest.gears]
+        if dym_batch not in gears:
+            raise RuntimeError(f"[-1][ACL: general failure] the dymBatch parameter {dym_batch} is not correct, "
+                               f"the OM's batch gears are {gears}")  # fmt: skip
+        gear = self._gears[gears.index(dym_batch)]
+        self._set_gear(gear)
+
+    def set_dynamic_hw(self, w: int, h: int) -> None:
+        """(first, second) is (H, W), as ais_bench passes them."""
+        self._check_alive()
+        self._require_built("dymhw")
+        gears = [tuple(g) for g in self.manifest.gears]
+        if (w, h) not in gears:
+            raise RuntimeError(f"[-1][ACL: general failure] the dymHW parameter {w},{h} is not correct, "
+                               f"the OM's H,W gears are {[list(g) for g in gears]}")  # fmt: skip
+        self._set_gear(self._gears[gears.index((w, h))])
+
+    def set_dynamic_dims(self, dym_dims: str) -> None:
+        self._check_alive()
+        self._require_built("dymdims")
+        parsed = _parse_dym_string(dym_dims)
+        shapes = [parsed.get(d.name) for d in self.intensors_desc]
+        for gear in self._gears:
+            if shapes == gear:
+                self._set_gear(gear)
+                return
+        raise RuntimeError(f"[-1][ACL: general failure] the dynamic_dims parameter {dym_dims} is not correct: "
+                           f"not one of the OM's {self.manifest.describe()}")  # fmt: skip
+
+    def _set_gear(self, gear: List[List[int]]) -> None:
+        for i, (desc, shape) in enumerate(zip(self.intensors_desc, gear)):
+            desc.realsize = math.prod(shape) * numpy_dtype(desc.datatype).itemsize
+            self._cur_shapes[i] = list(shape)
+
+    def _require_built(self, mode: str) -> None:
+        if self.built_mode != mode:
+            raise RuntimeError(f"not a {mode} model! this OM was built as {self.built_mode}; "
+                               f"infer with mode='{self.built_mode}'")  # fmt: skip
 
     def set_dynamic_shape(self, dym_shape: str) -> None:
         self._check_alive()
+        if self.built_mode != "dymshape":
+            raise RuntimeError(f"[1][ACL: invalid parameter] set_dynamic_shape on a {self.built_mode} OM: it was "
+                               f"built without shape ranges; infer with mode='{self.built_mode}'")  # fmt: skip
         parsed = _parse_dym_string(dym_shape)
         by_name = {d.name: i for i, d in enumerate(self.intensors_desc)}
         for name, dims in parsed.items():
@@ -310,8 +369,35 @@ class InferSession:
     def _static_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
         self.set_staticbatch()
 
-    def _gear_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
-        raise RuntimeError("not a dynamic gear model! this OM was built without gears; use mode='dymshape'")
+    def _dymbatch_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self._require_built("dymbatch")
+        for desc, shape in zip(self.intensors_desc, shapes):
+            for j, d in enumerate(desc.shape):
+                if d < 0:
+                    self.set_dynamic_batchsize(shape[j])
+                    return
+                if j >= len(shape) or d != shape[j]:
+                    raise RuntimeError("input datas and intensors dim not matched!")
+        raise RuntimeError("not a dymbatch model!")
+
+    def _dymhw_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self._require_built("dymhw")
+        for desc, shape in zip(self.intensors_desc, shapes):
+            if len(desc.shape) == 4 and desc.shape[2] < 0 and desc.shape[3] < 0:
+                self.set_dynamic_hw(shape[2], shape[3])
+                return
+        raise RuntimeError("not a dymhw model!")
+
+    def _dymdims_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self.set_dynamic_dims(";".join(
+            f"{d.name}:{','.join(str(x) for x in s)}" for d, s in zip(self.intensors_desc, shapes)
+        ))  # fmt: skip
 
     def _dymshape_prepare(self, shapes: List[List[int]], custom_sizes: Union[int, List[int]]) -> None:
         if len(shapes) != len(self.intensors_desc):
