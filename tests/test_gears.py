@@ -1,0 +1,200 @@
+"""Every OM shape mode on real models (CPU reference runtime): H/W and dims gears, batch gears, static OMs,
+orientation models in the OCR pipeline, and the reference runtime's gear checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from compat import cpu_pipeline, runner_of
+from conftest import DET_HW_GEARS, NPU_HPI, REC_DIMS_GEARS, om_package, run_ocr
+from onnx_models import two_input_model
+from PIL import Image
+
+from paddlex_npu import assets
+from paddlex_npu.config import OMBackendConfig
+from paddlex_npu.runner import build_om_runner
+from paddlex_npu.runtimes.reference import InferSession
+
+
+def _pipeline(config):
+    from paddlex import create_pipeline
+
+    return create_pipeline(config=config, device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+
+
+@pytest.fixture(scope="module")
+def gear_root(asset_root, tmp_path_factory):
+    root = tmp_path_factory.mktemp("gears")
+    om_package(asset_root, assets.DET, root, DET_HW_GEARS)
+    om_package(asset_root, assets.REC, root, REC_DIMS_GEARS)
+    return root
+
+
+def test_ocr_with_det_hw_gears_and_rec_width_gears_reads_like_dymshape(gear_root, images, npu_results):
+    p = _pipeline(assets.ocr_pipeline_config(gear_root))
+    try:
+        assert runner_of(p.text_det_model).mode == "dymhw" and runner_of(p.text_rec_model).mode == "dymdims"
+        got = run_ocr(p, images)
+    finally:
+        p.close()
+    for key in images:
+        assert got[key]["texts"] == npu_results[key]["texts"], key
+        # zero padding (the normalised mean colour) below and right of the page can move a box edge by a few px
+        np.testing.assert_allclose(got[key]["boxes"], npu_results[key]["boxes"], atol=4, err_msg=key)
+
+
+def test_page_and_textline_orientation_through_the_npu_route(asset_root, tmp_path):
+    lines = ["Invoice number 20481 issued", "Total amount due 1234.56", "Paid in full", "Thank you for your business"]
+    crops = [Image.open(assets.render_text_image([t], tmp_path / f"l{i}.png", size=28, width=900))
+             for i, t in enumerate(lines)]  # fmt: skip
+    upright = Image.new("RGB", (900, sum(c.height for c in crops)), "white")
+    mixed = upright.copy()
+    y = 0
+    for i, c in enumerate(crops):
+        upright.paste(c, (0, y))
+        mixed.paste(c.rotate(180) if i == 2 else c, (0, y))  # one line upside down
+        y += c.height
+    p = _pipeline(assets.ocr_pipeline_config(asset_root / "om", orientation=True))
+    try:
+        assert runner_of(p._pipeline.doc_preprocessor_pipeline.doc_ori_classify_model).runtime == "reference"
+        for angle in (0, 90, 180, 270):
+            path = tmp_path / f"page_{angle}.png"
+            upright.rotate(angle, expand=True).save(path)  # counter-clockwise
+            (res,) = list(p.predict(str(path)))
+            assert res["doc_preprocessor_res"]["angle"] == (360 - angle) % 360, angle
+            assert [t.replace(" ", "") for t in res["rec_texts"]] == [t.replace(" ", "") for t in lines], angle
+        mixed.save(tmp_path / "mixed.png")
+        (res,) = list(p.predict(str(tmp_path / "mixed.png")))
+        assert res["doc_preprocessor_res"]["angle"] == 0
+        assert list(res["textline_orientation_angles"]) == [0, 0, 1, 0]
+        assert res["rec_texts"][2].replace(" ", "") == "Paidinfull"
+    finally:
+        p.close()
+
+
+def _line_batch(tmp_path, n):
+    """Real preprocessed text-line crops (48x192, [-1, 1]) for the direction classifier; odd ones upside down."""
+    out = []
+    for i in range(n):
+        im = Image.open(assets.render_text_image([f"Line {i} total {i * 37}"], tmp_path / f"b{i}.png", size=28))
+        a = np.asarray(im.convert("RGB"))
+        ys, xs = np.where(a.min(axis=2) < 128)
+        crop = Image.fromarray(a[ys.min():ys.max() + 1, xs.min():xs.max() + 1])
+        crop = crop.rotate(180) if i % 2 else crop
+        x = np.asarray(crop.resize((192, 48)), np.float32) / 255
+        out.append(((x - 0.5) / 0.5).transpose(2, 0, 1))
+    return np.stack(out)
+
+
+def test_batch_gears_every_batch_size_gives_the_batch_1_results(asset_root, tmp_path):
+    folder = om_package(asset_root, assets.TEXTLINE_ORI, tmp_path, {
+        "mode": "dymbatch", "inputs": [{"name": "x", "shape": [-1, 3, 48, 192]}], "gears": [[1], [2], [4]]})
+    runner = build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig(),
+                             task="ClasRunnerPredictor")  # fmt: skip
+    x = _line_batch(tmp_path, 7)
+    single = np.concatenate([runner([x[i : i + 1]])[0] for i in range(7)])
+    assert single.argmax(1).tolist() == [0, 1, 0, 1, 0, 1, 0]  # the real model reads the flips
+    calls = []
+    original = runner.session.infer
+    runner.session.infer = lambda f, mode, custom_sizes: calls.append(f[0].shape[0]) or original(f, mode, custom_sizes)
+    for n in range(1, 8):  # 5, 6, 7 are above the largest gear (4): split
+        calls.clear()
+        (out,) = runner([x[:n]])
+        assert out.shape == (n, 2)
+        np.testing.assert_allclose(out, single[:n], atol=1e-5)
+        assert all(c in (1, 2, 4) for c in calls), (n, calls)
+    runner.close()
+
+
+def test_static_om_equals_paddlex_own_static_handling(asset_root, tmp_path, images):
+    """A static OM (x:1,3,48,192) of the direction classifier in PaddleX's own predictor, batch 3: split into
+    three static calls, results equal to PaddleX's paddle_static engine on the same weights."""
+    from paddlex import create_predictor
+    from paddlex.inference import PaddlePredictorOption
+
+    folder = om_package(asset_root, assets.TEXTLINE_ORI, tmp_path, {
+        "mode": "static", "inputs": [{"name": "x", "shape": [1, 3, 48, 192]}]})
+    crops = []
+    for i, t in enumerate(["Paid in full", "Total 12", "Thanks"]):
+        im = Image.open(assets.render_text_image([t], tmp_path / f"s{i}.png", size=28))
+        (im.rotate(180) if i == 1 else im).save(tmp_path / f"s{i}.png")
+        crops.append(str(tmp_path / f"s{i}.png"))
+    ours = create_predictor(assets.TEXTLINE_ORI, model_dir=str(folder), device="npu:0", batch_size=3,
+                            use_hpip=True, hpi_config=NPU_HPI)  # fmt: skip
+    assert runner_of(ours).mode == "static"
+    kw = ({"pp_option": PaddlePredictorOption(run_mode="paddle")} if not hasattr(ours, "runner")
+          else {"engine": "paddle_static", "engine_config": {"run_mode": "paddle"}})  # fmt: skip
+    theirs = create_predictor(assets.TEXTLINE_ORI, model_dir=str(asset_root / "paddle" / assets.TEXTLINE_ORI),
+                              device="cpu", batch_size=3, **kw)  # fmt: skip
+    a = [np.asarray(r["scores"], np.float32) for r in ours.predict(crops)]
+    b = [np.asarray(r["scores"], np.float32) for r in theirs.predict(crops)]
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, atol=1e-4)
+    assert [np.asarray(r["class_ids"]).ravel().tolist() for r in ours.predict(crops)] == \
+        [np.asarray(r["class_ids"]).ravel().tolist() for r in theirs.predict(crops)]
+
+
+# ---- the reference runtime enforces what each kind of OM accepts ---------------------------------------------
+def _session(tmp_path, manifest):
+    two_input_model(tmp_path / "inference.onnx")
+    return InferSession(0, str(tmp_path / "inference.om"), manifest=manifest)
+
+
+def _feeds(n=1, h=8, w=8):
+    return [np.zeros((n, 3, h, w), np.float32), np.zeros((n, 2), np.int32)]
+
+
+def test_reference_dymbatch(tmp_path):
+    s = _session(tmp_path, {"mode": "dymbatch", "inputs": [
+        {"name": "x", "shape": [-1, 3, 8, 8]}, {"name": "a", "dtype": "int32", "shape": [-1, 2]}],
+        "gears": [[1], [4]]})  # fmt: skip
+    assert s.get_inputs()[0].size == 4 * 3 * 8 * 8 * 4 and s.get_max_dym_batchsize() == 4
+    assert s.infer(_feeds(4), mode="dymbatch")[0].shape == (4, 3, 8, 8)
+    with pytest.raises(RuntimeError, match=r"dymBatch parameter 2 is not correct, the OM's batch gears are \[1, 4\]"):
+        s.infer(_feeds(2), mode="dymbatch")
+    with pytest.raises(RuntimeError, match="not a dymhw model"):
+        s.infer(_feeds(1), mode="dymhw")
+    with pytest.raises(RuntimeError, match="set_dynamic_shape on a dymbatch OM"):
+        s.infer(_feeds(1), mode="dymshape")
+
+
+def test_reference_dymhw_and_dymdims(tmp_path):
+    hw = _session(tmp_path, {"mode": "dymhw", "inputs": [
+        {"name": "x", "shape": [1, 3, -1, -1]}, {"name": "a", "dtype": "int32", "shape": [1, 2]}],
+        "gears": [[8, 16], [16, 16]]})  # fmt: skip
+    assert hw.infer(_feeds(1, 8, 16), mode="dymhw")[0].shape == (1, 3, 8, 16)
+    with pytest.raises(RuntimeError, match=r"dymHW parameter 16,8 is not correct"):
+        hw.infer(_feeds(1, 16, 8), mode="dymhw")
+    dims = _session(tmp_path, {"mode": "dymdims", "inputs": [
+        {"name": "x", "shape": [-1, 3, 8, -1]}, {"name": "a", "dtype": "int32", "shape": [-1, 2]}],
+        "gears": [[1, 8, 1], [2, 16, 2]]})  # fmt: skip
+    assert dims.infer(_feeds(2, 8, 16), mode="dymdims")[0].shape == (2, 3, 8, 16)
+    with pytest.raises(RuntimeError, match="dynamic_dims parameter .* is not correct"):
+        dims.infer(_feeds(2, 8, 8), mode="dymdims")
+
+
+def test_reference_static_om_has_fixed_shapes(tmp_path):
+    s = _session(tmp_path, {"mode": "static", "inputs": [
+        {"name": "x", "shape": [1, 3, 8, 8]}, {"name": "a", "dtype": "int32", "shape": [1, 2]}]})  # fmt: skip
+    assert s.get_inputs()[0].size == 768 and s.get_outputs()[0].size == 768
+    assert s.infer(_feeds(1))[1].shape == (1, 2)
+    with pytest.raises(RuntimeError, match="needsize:768 not match"):
+        s.infer(_feeds(1, 8, 16))
+
+
+def test_310_dymshape_package_is_refused_at_load(asset_root, tmp_path):
+    from paddlex_npu.errors import ConfigError
+
+    folder = om_package(asset_root, assets.DET, tmp_path, {
+        "mode": "dymshape", "soc_version": "Ascend310", "inputs": [{"name": "x", "shape": [1, 3, -1, -1]}]})
+    with pytest.raises(ConfigError, match="Ascend310 has no dynamic shape"):
+        build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig())
+
+
+def test_cpu_parity_unchanged_by_manifests(asset_root, images):
+    """A folder with a manifest is still PaddleX's own business on the CPU path."""
+    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), "paddle_static")
+    try:
+        assert run_ocr(p, {"english": images["english"]})["english"]["texts"]
+    finally:
+        p.close()
