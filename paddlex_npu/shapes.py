@@ -55,7 +55,7 @@ _POLICIES = [
     (("TextDet",), TaskPolicy("text detection", _IMAGE, ((0, 2, 0, 2), (0, 3, 0, 3)))),
     (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),))),
     (("Seg", "Warp", "Uad"), TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3)))),
-    (("Det", "Layout", "Kpt", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
+    (("Det", "Layout", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
 ]
 # Predictors whose outputs are not batch-major or depend on prompts: no padding at all (exact gears only).
 _EXACT = ("OVDet", "OVSeg", "BEVDet3D", "Formula", "Table", "TS", "Fastspeech2", "Pwgan", "Video")

@@ -22,6 +22,7 @@ from typing import Any
 
 from paddlex.inference.models.base.predictor.base_predictor import BasePredictor
 
+from ..errors import ConfigError
 from ..log import logger
 from ..runner import build_om_runner
 from ..runtimes import resolve_runtime_name
@@ -68,6 +69,13 @@ def _wrap_init(original):
         kwargs.update(use_hpip=False, hpi_config=None, device=None, pp_option=None)
         original(self, *args[:2], **kwargs)  # model_dir, config; the rest are keyword-only in every 3.x
         self._use_hpip = True
+        from ..support import calls_static_infer
+
+        if not getattr(self, "_use_static_model", False) or not calls_static_infer(type(self)):
+            raise ConfigError(
+                f"{self.model_name} ({type(self).__name__}) does not run a static model, so it cannot take the NPU "
+                "route (hpi backend 'om'); run it without use_hpip, or on the NPU through paddle-custom-npu"
+            )
 
     __init__.__paddlex_npu_patched__ = True
     return __init__

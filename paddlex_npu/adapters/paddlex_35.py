@@ -113,6 +113,14 @@ def route(bound: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     if om_config is None:
         common.refuse_npu_without_custom_device(bound)
         return None
+    model_name = bound.get("model_name")
+    if model_name in default_registry._registry and default_registry.try_get_binding(model_name, ENGINE_NAME) is None:
+        engines = sorted(default_registry._registry[model_name])
+        raise ConfigError(
+            f"{model_name} has no static model to convert to an OM (its engines: {', '.join(engines)}), so it cannot "
+            "take the NPU route (hpi backend 'om'); run it without use_hpip on device='cpu', or on the NPU "
+            "through paddle-custom-npu; `paddlex-npu support` lists what the route covers"
+        )
     logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", bound.get("model_name"), om_config["device_id"])
     return {"engine": ENGINE_NAME, "engine_config": om_config, "device": None, "use_hpip": False, "hpi_config": None}
 
