@@ -50,6 +50,7 @@ class Task:
     kind: str  # text_det | text_rec | batch | static
     limit: int = DET_DEFAULT_LIMIT  # text_det: largest side after preprocessing
     max_batch: int = 6
+    image_hw: Optional[Tuple[int, int]] = None  # batch: the fixed H, W the preprocessing produces
 
 
 @dataclass
@@ -93,6 +94,22 @@ def _det_limit(cfg: Dict[str, Any]) -> int:
     return DET_DEFAULT_LIMIT
 
 
+def _fixed_hw(cfg: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    """The H, W a classifier's preprocessing ends with (CropImage size, or ResizeImage size [W, H])."""
+    hw = None
+    for op in cfg.get("PreProcess", {}).get("transform_ops", []) or []:
+        if not isinstance(op, dict):
+            continue
+        args = next(iter(op.values())) or {}
+        if "CropImage" in op and args.get("size"):
+            size = args["size"]
+            hw = (size, size) if isinstance(size, int) else (size[1], size[0])
+        elif "ResizeImage" in op and args.get("size"):
+            size = args["size"]
+            hw = (size, size) if isinstance(size, int) else (size[1], size[0])
+    return hw
+
+
 def task_of(model_name: str, cfg: Dict[str, Any], max_batch: int = 6, max_side: Optional[int] = None) -> Task:
     predictor = _predictor_class(model_name)
     if predictor.startswith("TextDet"):
@@ -100,7 +117,7 @@ def task_of(model_name: str, cfg: Dict[str, Any], max_batch: int = 6, max_side: 
         return Task(predictor, "text_det", limit=int(math.ceil(limit / 32) * 32), max_batch=1)
     if predictor.startswith("TextRec"):
         return Task(predictor, "text_rec", max_batch=max_batch)
-    return Task(predictor, "batch", max_batch=max_batch)
+    return Task(predictor, "batch", max_batch=max_batch, image_hw=_fixed_hw(cfg))
 
 
 # ---- ONNX -----------------------------------------------------------------------------------------------------
@@ -181,6 +198,8 @@ def task_shapes(task: Task, inputs: List[Tuple[str, List[int], str]]) -> List[Li
             s = [1, s[1] if s[1] > 0 else 3, -1, -1]
         elif task.kind == "text_rec" and len(s) == 4:
             s = [-1, s[1] if s[1] > 0 else 3, 48 if s[2] < 0 else s[2], -1]
+        elif task.kind == "batch" and len(s) == 4 and task.image_hw and (s[2] < 0 or s[3] < 0):
+            s = [-1, s[1] if s[1] > 0 else 3, *task.image_hw]
         shapes.append(s)
     return shapes
 

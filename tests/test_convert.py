@@ -197,3 +197,14 @@ def test_doctor_says_what_is_missing_and_fails_without_an_npu():
     assert "[x] CANN environment" in out.stdout and "set_env.sh" in out.stdout
     assert "[x] ais_bench" in out.stdout and "fix: install Ascend's ais_bench" in out.stdout
     assert "[✓] PaddleX" in out.stdout and "PADDLEX_NPU_RUNTIME=reference" in out.stdout
+
+
+def test_fixed_size_classifiers_vary_the_batch_only(asset_root, tmp_path):
+    """ONNX reused from the folder; H, W taken from the classifier's own preprocessing in inference.yml."""
+    for model, hw in ((assets.TEXTLINE_ORI, [48, 192]), (assets.DOC_ORI, [224, 224])):
+        out = convert(asset_root / "om" / model, tmp_path / model, "Ascend310B1", "gears", run=False)
+        man = mf.load(out / mf.MANIFEST_NAME)
+        assert man.mode == "dymbatch" and man.inputs[0].shape == [-1, 3, *hw], model
+        assert "--dynamic_batch_size=1,2,4,6" in man.atc_command
+        dym = convert(asset_root / "om" / model, tmp_path / f"{model}_dym", "Ascend310P3", run=False)
+        assert mf.load(dym / mf.MANIFEST_NAME).input_ranges()["x"] == [(1, 6), (3, 3), (hw[0],) * 2, (hw[1],) * 2]
