@@ -44,7 +44,8 @@ def _check_readable(path: Path, folder: Path, how: str) -> None:
 
 def _atc_hint(folder: Path) -> str:
     return (
-        f"convert {folder / 'inference.onnx'} on a machine with CANN, e.g. `atc --framework=5 "
+        f"build it on a machine with CANN with `paddlex-npu convert {folder} -o <package> --soc-version <chip>`, or "
+        f"convert {folder / 'inference.onnx'} yourself, e.g. `atc --framework=5 "
         f"--model={folder / 'inference.onnx'} --output={folder / MODEL_FILE_PREFIX} "
         "--soc_version=<your chip, see npu-smi info> --input_shape=\"x:-1,3,-1,-1\"`, or choose the CPU reference "
         "runtime (PADDLEX_NPU_RUNTIME=reference) to run the folder's inference.onnx instead"

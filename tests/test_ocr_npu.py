@@ -34,30 +34,19 @@ def test_npu_route_reads_the_text(npu_results, key):
     assert all(s > 0.8 for s in npu_results[key]["scores"])
 
 
-def _assert_parity(ours, theirs):
-    for key in ours:
-        assert ours[key]["texts"] == theirs[key]["texts"], key
-        np.testing.assert_allclose(ours[key]["boxes"], theirs[key]["boxes"], atol=1.0, err_msg=key)
-        np.testing.assert_allclose(ours[key]["scores"], theirs[key]["scores"], atol=1e-4, err_msg=key)
-
-
 @pytest.mark.slow
-@only_runner_layout
-def test_parity_with_paddlex_onnxruntime_engine(npu_results, asset_root, images):
-    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), "onnxruntime")
+@pytest.mark.parametrize("engine", [pytest.param("onnxruntime", marks=only_runner_layout), "paddle_static"])
+def test_parity_with_paddlex_own_engines(npu_results, asset_root, images, engine):
+    """Identical texts, boxes within 1 px, scores within 1e-4 against PaddleX's engine on the same weights."""
+    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), engine)
     try:
-        _assert_parity(npu_results, run_ocr(p, images))
+        theirs = run_ocr(p, images)
     finally:
         p.close()
-
-
-@pytest.mark.slow
-def test_parity_with_paddlex_paddle_static_engine(npu_results, asset_root, images):
-    p = cpu_pipeline(assets.ocr_pipeline_config(asset_root / "paddle"), "paddle_static")
-    try:
-        _assert_parity(npu_results, run_ocr(p, images))
-    finally:
-        p.close()
+    for key, ours in npu_results.items():
+        assert ours["texts"] == theirs[key]["texts"], key
+        np.testing.assert_allclose(ours["boxes"], theirs[key]["boxes"], atol=1.0, err_msg=key)
+        np.testing.assert_allclose(ours["scores"], theirs[key]["scores"], atol=1e-4, err_msg=key)
 
 
 @only_runner_layout
