@@ -228,3 +228,43 @@ def test_layout_detection_boxes_equal_paddlex_onnxruntime_engine(asset_root, tmp
     np.testing.assert_allclose([x["score"] for x in a["boxes"]], [x["score"] for x in b["boxes"]], atol=1e-5)
     text = [(x["coordinate"][1], x["coordinate"][3]) for x in a["boxes"] if x["label"] == "text" and x["score"] > 0.6]
     assert len(text) >= 3 and all(220 <= top < bottom <= 1240 for top, bottom in text)  # the paragraphs
+
+
+def test_two_calls_per_batch_flip_with_batch_gears(asset_root, tmp_path, images):
+    """FaceFeaturePredictor(flip=True) calls the runner twice per batch, the second time with a flipped,
+    non-contiguous view. Stand-in weights: the real page-orientation network as the feature extractor. With
+    batch gears {1, 2} and batch 3, each call is split and padded; features equal the dymshape route's."""
+    import shutil
+
+    import yaml
+    from paddlex import create_predictor
+
+    plain = tmp_path / "om" / "MobileFaceNet"
+    plain.mkdir(parents=True)
+    shutil.copyfile(asset_root / "om" / assets.DOC_ORI / "inference.onnx", plain / "inference.onnx")
+    (plain / "inference.yml").write_text(yaml.safe_dump({
+        "Global": {"model_name": "MobileFaceNet"},
+        "PreProcess": {"transform_ops": [{"ResizeImage": {"size": [224, 224]}}, {"NormalizeImage": {}},
+                                         {"ToCHWImage": None}]},
+        "PostProcess": {"NormalizeFeatures": None},
+    }))  # fmt: skip
+    geared = om_package(tmp_path, "MobileFaceNet", tmp_path / "geared", {
+        "mode": "dymbatch", "inputs": [{"name": "x", "shape": [-1, 3, 224, 224]}], "gears": [[1], [2]]})
+
+    def features(folder, flip):
+        p = create_predictor("MobileFaceNet", model_dir=str(folder), device="npu:0", use_hpip=True,
+                             hpi_config=NPU_HPI, batch_size=3, flip=flip)  # fmt: skip
+        calls = []
+        session = runner_of(p).session
+        original = session.infer
+        session.infer = lambda f, mode, custom_sizes: calls.append(f[0].shape[0]) or original(f, mode, custom_sizes)
+        out = [np.asarray(r["feature"], np.float32) for r in p.predict([str(x) for x in images.values()])]
+        return out, calls
+
+    ours, calls = features(geared, flip=True)
+    reference, ref_calls = features(plain, flip=True)
+    unflipped, _ = features(plain, flip=False)
+    assert calls == [2, 1, 2, 1] and ref_calls == [3, 3]  # plain and flipped, split over the gears
+    for x, y, z in zip(ours, reference, unflipped):
+        np.testing.assert_allclose(x, y, atol=1e-5)
+        assert not np.allclose(y, z, atol=1e-3)  # the flipped pass really contributes
