@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections import defaultdict
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ def _coverage_legacy() -> List[Row]:
     return _rows(static, other, engines_of)
 
 
+@functools.lru_cache(maxsize=None)
 def calls_static_infer(cls: type) -> bool:
     """Whether a legacy (3.0-3.4) predictor class builds its model with ``create_static_infer``."""
     for klass in cls.__mro__:
