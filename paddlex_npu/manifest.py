@@ -175,6 +175,11 @@ class OMManifest(BaseModel):
         return path
 
 
+def in_ranges(dims: Sequence[int], ranges: Sequence[Tuple[int, int]]) -> bool:
+    """Whether a shape lies within per-dim (lo, hi) ranges (hi -1: unbounded)."""
+    return len(dims) == len(ranges) and all(lo <= d and (hi == -1 or d <= hi) for d, (lo, hi) in zip(dims, ranges))
+
+
 def parse(raw: Any, where: str) -> OMManifest:
     """Validate a manifest given as a dict (or an OMManifest); errors name ``where``."""
     if isinstance(raw, OMManifest):

@@ -21,10 +21,6 @@ class OMPackage:
     onnx_path: Optional[Path]
 
     @property
-    def yml_path(self) -> Path:
-        return self.model_dir / f"{MODEL_FILE_PREFIX}.yml"
-
-    @property
     def manifest_path(self) -> Optional[Path]:
         """The OM manifest (``inference.om.json``) when the folder has one."""
         from .manifest import MANIFEST_NAME

@@ -60,11 +60,6 @@ def padding_ratio(samples: Sequence[Sequence[int]], gears: Sequence[Sequence[int
     return _cost([tuple(s) for s in samples], [tuple(g) for g in gears]) / max(1, real)
 
 
-def varying_dims(shapes: Sequence[Sequence[int]]) -> List[int]:
-    """The dims that differ across sample shapes of one input."""
-    return [j for j in range(len(shapes[0])) if len({s[j] for s in shapes}) > 1]
-
-
 class _RecordedError(Exception):
     pass
 

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .errors import InputMismatchError
-from .manifest import OMManifest
+from .manifest import OMManifest, in_ranges
 
 Shape = List[int]
 
@@ -78,8 +78,7 @@ def check_ranges(manifest: OMManifest, shapes: Sequence[Shape]) -> None:
     """Refuse shapes outside a dymshape OM's ranges, naming the shape and the ranges."""
     ranges = manifest.input_ranges()
     for spec, shape in zip(manifest.inputs, shapes):
-        r = ranges[spec.name]
-        if len(shape) != len(r) or any(d < lo or (hi != -1 and d > hi) for d, (lo, hi) in zip(shape, r)):
+        if not in_ranges(shape, ranges[spec.name]):
             raise InputShapeError(
                 f"input {spec.name!r} of shape {list(shape)} is outside the OM's {manifest.describe()}: rebuild the "
                 "OM with a wider --input_shape range, or limit the input size in PaddleX (e.g. limit_side_len)"
@@ -169,12 +168,3 @@ def run_with_gears(manifest: OMManifest, feeds: List[np.ndarray], policy: TaskPo
     padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim)) for f, g in zip(feeds, gear)]
     return cut_back(infer(padded), real, gear, policy)
 
-
-def padding_ratio(manifest: OMManifest, samples: Sequence[Sequence[Shape]], policy: TaskPolicy) -> float:
-    """Padded elements over real elements when running ``samples`` (each: the shapes of all inputs)."""
-    real_total = padded_total = 0
-    for real in samples:
-        gear = choose_gear(manifest, real, policy)
-        real_total += sum(math.prod(s) for s in real)
-        padded_total += sum(math.prod(g) for g in gear)
-    return padded_total / max(1, real_total)

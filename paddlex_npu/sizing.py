@@ -50,10 +50,6 @@ class OutputSizer:
         self._ratio: List[Optional[float]] = [None] * len(self._static)
         self._lock = threading.Lock()
 
-    @property
-    def user_fixed(self) -> bool:
-        return self._fixed is not None
-
     def sizes(self, inputs: Sequence[np.ndarray]) -> List[int]:
         """Bytes to reserve per output for these inputs."""
         if self._fixed is not None:

@@ -22,9 +22,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
+
+from ..manifest import default_for, in_ranges, parse
 
 MODES = ("static", "dymbatch", "dymhw", "dymdims", "dymshape")
 MAX_FEEDS = 1024
@@ -161,8 +163,6 @@ class InferSession:
         self._summary = sumary()
         self._freed = False
         self._custom_sizes: List[int] = []
-
-        from ..manifest import default_for, parse
 
         nodes = self._ort.get_inputs()
         onnx_shapes = [[d if isinstance(d, int) and d > 0 else -1 for d in n.shape] for n in nodes]
@@ -319,14 +319,10 @@ class InferSession:
             if name not in by_name:
                 raise RuntimeError(f"set_dynamic_shape: no input named {name!r} (inputs: {list(by_name)})")
             i = by_name[name]
-            ranges = self._ranges[i]
-            ok = len(dims) == len(ranges) and all(
-                lo <= d and (hi == -1 or d <= hi) for d, (lo, hi) in zip(dims, ranges)
-            )
-            if not ok:
+            if not in_ranges(dims, self._ranges[i]):
                 raise RuntimeError(
                     f"[1][ACL: invalid parameter] input {name!r} shape {dims} is outside the range the OM was "
-                    f"built with {_fmt_ranges(ranges)}"
+                    f"built with: {self.manifest.describe()}"
                 )
             desc = self.intensors_desc[i]
             desc.realsize = math.prod(dims) * numpy_dtype(desc.datatype).itemsize
@@ -395,19 +391,18 @@ class InferSession:
     def _dymdims_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
         if len(shapes) != len(self.intensors_desc):
             raise RuntimeError("input datas and intensors nums not matched!")
-        self.set_dynamic_dims(";".join(
-            f"{d.name}:{','.join(str(x) for x in s)}" for d, s in zip(self.intensors_desc, shapes)
-        ))  # fmt: skip
+        self.set_dynamic_dims(self._dym_string(shapes))
 
     def _dymshape_prepare(self, shapes: List[List[int]], custom_sizes: Union[int, List[int]]) -> None:
         if len(shapes) != len(self.intensors_desc):
             raise RuntimeError("input datas and intensors nums not matched!")
-        dym = ";".join(
-            f"{d.name}:{','.join(str(x) for x in s)}" for d, s in zip(self.intensors_desc, shapes)
-        )
-        self.set_dynamic_shape(dym)
+        self.set_dynamic_shape(self._dym_string(shapes))
         sizes = [custom_sizes] * len(self.outtensors_desc) if isinstance(custom_sizes, int) else custom_sizes
         self.set_custom_outsize(list(sizes))
+
+    def _dym_string(self, shapes: List[List[int]]) -> str:
+        """ais_bench's ``"name:d0,d1;name:..."`` for the feed shapes, in input order."""
+        return ";".join(f"{d.name}:{','.join(str(x) for x in s)}" for d, s in zip(self.intensors_desc, shapes))
 
     def _run(self, inputs: List[np.ndarray], mode: str) -> List[np.ndarray]:
         if len(inputs) != len(self.intensors_desc):
@@ -494,6 +489,3 @@ def _parse_dym_string(text: str) -> Dict[str, List[int]]:
         parsed[name] = dims
     return parsed
 
-
-def _fmt_ranges(ranges: Sequence[ShapeRange]) -> str:
-    return "[" + ",".join(str(lo) if lo == hi else f"{lo}~{'-1' if hi == -1 else hi}" for lo, hi in ranges) + "]"
