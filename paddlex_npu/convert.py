@@ -447,17 +447,17 @@ def convert(model_dir: Path, out_dir: Path, soc: str, mode: str = "dymshape", *,
     try:
         conv = plan(model_dir, work, soc, mode, **options)
         run = shutil.which("atc") is not None if run is None else run
-        conv.atc_args = atc_args(out_dir / "inference.onnx", out_dir / "inference", soc, conv.manifest,
-                                 conv.manifest.precision or "fp16")  # fmt: skip
+
+        def args_in(folder: Path) -> List[str]:  # the same command, for the package's final or working folder
+            return atc_args(folder / "inference.onnx", folder / "inference", soc, conv.manifest,
+                            conv.manifest.precision or "fp16")  # fmt: skip
+
+        conv.atc_args = args_in(out_dir)
         if run:
-            work_args = atc_args(work / "inference.onnx", work / "inference", soc, conv.manifest,
-                                 conv.manifest.precision or "fp16")  # fmt: skip
-            run_atc(work_args, work / "atc.log")
+            run_atc(args_in(work), work / "atc.log")
         else:
-            (work / "atc.sh").write_text("#!/usr/bin/env bash\nset -e\ncd \"$(dirname \"$0\")\"\n"
-                                         + shlex.join(atc_args(Path("inference.onnx"), Path("inference"), soc,
-                                                               conv.manifest, conv.manifest.precision or "fp16"))
-                                         + "\n")  # fmt: skip
+            script = "#!/usr/bin/env bash\nset -e\ncd \"$(dirname \"$0\")\"\n" + shlex.join(args_in(Path("."))) + "\n"
+            (work / "atc.sh").write_text(script)
             (work / "atc.sh").chmod(0o755)
         conv.manifest.model_copy(update={"atc_command": conv.atc_command}).save(work / mf.MANIFEST_NAME)
         if out_dir.exists():
