@@ -11,16 +11,13 @@ per-call ``custom_sizes``, the session contract's checks. Target: ratio >= 0.97.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 
-os.environ.setdefault("PADDLEX_NPU_AUTO_INSTALL", "0")  # the runner alone; PaddleX is not patched here
-
-from paddlex_npu import assets  # noqa: E402
-from paddlex_npu.config import OMBackendConfig  # noqa: E402
-from paddlex_npu.runner import build_om_runner  # noqa: E402
+from paddlex_npu.config import OMBackendConfig
+from paddlex_npu.run.runner import build_om_runner  # the runner alone: PaddleX is not imported here
+from paddlex_npu.testing import assets
 
 CASES = {
     "det 1x3x640x640": (assets.DET, (1, 3, 640, 640)),

@@ -16,12 +16,11 @@ import random
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK", "True")
-os.environ.setdefault("PADDLEX_NPU_RUNTIME", "reference")
+from paddlex_npu.testing import assets, env
+from paddlex_npu.tools.planner import padding_ratio, plan_gears, sample_input_shapes
 
-import paddlex_npu  # noqa: E402,F401
-from paddlex_npu import assets  # noqa: E402
-from paddlex_npu.planner import padding_ratio, plan_gears, sample_input_shapes  # noqa: E402
+os.environ.setdefault("PADDLEX_NPU_RUNTIME", "reference")
+env.prepare()
 
 WORDS = "invoice total amount due paid thank you order number date customer address item price".split()
 
@@ -37,33 +36,33 @@ def _images(n: int, folder: Path) -> list:
 
 
 def main() -> int:
-    from paddlex import create_predictor
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--gears", type=int, default=8)
     args = parser.parse_args()
 
     root = assets.build_model_folders() / "om"
-    det = create_predictor(assets.DET, model_dir=str(root / assets.DET), device="npu:0", use_hpip=True,
-                           hpi_config={"backend": "om", "device_type": "npu"}, limit_side_len=960, limit_type="max")
     with tempfile.TemporaryDirectory() as tmp:
-        shapes = sample_input_shapes(det, _images(args.samples, Path(tmp)))
+        shapes = sample_input_shapes(
+            assets.DET, root / assets.DET, _images(args.samples, Path(tmp)), limit_side_len=960, limit_type="max"
+        )
     hw = [s[0][2:] for s in shapes]  # (H, W) of x [1, 3, H, W]
     planned = plan_gears(hw, args.gears)
     grid = [[h, w] for h in (128, 256, 480, 960) for w in (256, 512, 960)]
     static = [[max(h for h, _ in hw), max(w for _, w in hw)]]
     print(f"{len(hw)} real det input shapes, H x W from {min(hw)} to {max(hw)}")
     print(f"{'shape set':<34}{'gears':>6}{'padded/real pixels':>20}")
-    for name, gears in [(f"planned (<= {args.gears} gears)", planned), ("hand grid 4 x 3", grid),
-                        ("single static shape", static)]:  # fmt: skip
+    for name, gears in [
+        (f"planned (<= {args.gears} gears)", planned),
+        ("hand grid 4 x 3", grid),
+        ("single static shape", static),
+    ]:
         try:
             ratio = f"{padding_ratio(hw, gears):.3f}"
         except ValueError:
             ratio = "does not hold all"
         print(f"{name:<34}{len(gears):>6}{ratio:>20}")
     print(f"planned gears (H,W): {planned}")
-    det.close()
     return 0
 
 

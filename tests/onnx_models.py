@@ -18,8 +18,11 @@ def two_input_model(path: Path) -> Path:
     two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "two"], ["x_out"]), helper.make_node("Identity", ["a"], ["a_out"])],
-        "two_inputs", [x, a], [xo, ao], initializer=[two],
-    )  # fmt: skip
+        "two_inputs",
+        [x, a],
+        [xo, ao],
+        initializer=[two],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,230 @@
+"""The OM manifest: how ATC built an ``inference.om``, in a JSON sidecar ``inference.om.json``.
+
+An OM file does not say which gears or ranges it accepts (ais_bench has no getter for them), so the package
+records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
+
+    {
+      "schema": "paddlex-npu/om-manifest/1",
+      "mode": "dymshape" | "dymbatch" | "dymhw" | "dymdims" | "static",
+      "inputs": [                              # in the model's input order
+        {"name": "x", "dtype": "float32", "format": "NCHW",
+         "shape": [1, 3, -1, -1],              # -1: a dim that varies (ATC --input_shape)
+         "range": [[1, 1], [3, 3], [32, 4000], [32, 4000]]}   # dymshape only: per dim [lo, hi], hi -1 = unbounded
+      ],
+      "gears": [[640, 640], [960, 960]],       # gear modes: per gear, the values of every -1 dim of all inputs in
+                                               # input order (the layout of ATC --dynamic_dims); dymbatch: [[1],[4]]
+      "outputs": ["sigmoid_0.tmp_0"],
+      "soc_version": "Ascend310P3", "precision": "fp16" | "fp32",
+      "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
+      "atc_command": "atc --framework=5 ..."
+    }
+
+``static`` has no -1 dims; ``dymbatch`` varies dim 0 of the inputs that have a -1 there (one value per gear);
+``dymhw`` varies H and W of an NCHW input (two values per gear: H, W); ``dymdims`` any dims (ND); ``dymshape``
+ranges. ATC accepts 2 to 100 gears.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import ConfigError, ModelFileError
+
+SCHEMA = "paddlex-npu/om-manifest/1"
+MANIFEST_NAME = "inference.om.json"
+Mode = Literal["static", "dymbatch", "dymhw", "dymdims", "dymshape"]
+GEAR_MODES = ("dymbatch", "dymhw", "dymdims")
+MIN_GEARS, MAX_GEARS = 2, 100
+NO_DYMSHAPE_SOCS = ("Ascend310", "Ascend310B")  # CANN: no dynamic shape (ranges) on 310 / 310B
+
+
+class InputSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    dtype: str = "float32"
+    format: str = "NCHW"
+    shape: List[int]
+    range: Optional[List[Tuple[int, int]]] = None
+
+    @property
+    def dynamic_dims(self) -> List[int]:
+        return [i for i, d in enumerate(self.shape) if d < 0]
+
+
+class OMManifest(BaseModel):
+    """See the module docstring for the schema."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_: str = Field(SCHEMA, alias="schema")
+    mode: Mode
+    inputs: List[InputSpec]
+    gears: Optional[List[List[int]]] = None
+    outputs: List[str] = Field(default_factory=list)
+    soc_version: Optional[str] = None
+    precision: Optional[str] = None
+    onnx_sha256: Optional[str] = None
+    atc_command: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> OMManifest:
+        if self.schema_ != SCHEMA:
+            raise ValueError(f"schema {self.schema_!r} is not {SCHEMA!r}")
+        n_dyn = sum(len(i.dynamic_dims) for i in self.inputs)
+        if self.mode == "static":
+            if n_dyn:
+                raise ValueError("a static OM has no -1 dims")
+        elif n_dyn == 0:
+            raise ValueError(f"mode {self.mode} needs -1 dims in the input shapes")
+        if self.mode in GEAR_MODES:
+            if not self.gears or not MIN_GEARS <= len(self.gears) <= MAX_GEARS:
+                raise ValueError(f"mode {self.mode} needs {MIN_GEARS} to {MAX_GEARS} gears (ATC's limit)")
+            per_gear = {"dymbatch": 1, "dymhw": 2}.get(self.mode, n_dyn)
+            if any(len(g) != per_gear or min(g) <= 0 for g in self.gears):
+                raise ValueError(f"each {self.mode} gear needs {per_gear} positive values, got {self.gears}")
+            if self.mode == "dymbatch" and any(i.dynamic_dims not in ([], [0]) for i in self.inputs):
+                raise ValueError("dymbatch varies only dim 0 of the inputs")
+            if self.mode == "dymhw" and not any(i.dynamic_dims == [2, 3] for i in self.inputs):
+                raise ValueError("dymhw needs an NCHW input with -1 at H and W")
+        elif self.gears:
+            raise ValueError(f"mode {self.mode} takes no gears")
+        if self.mode == "dymshape":
+            for spec in self.inputs:
+                if spec.range is not None and len(spec.range) != len(spec.shape):
+                    raise ValueError(f"input {spec.name}: range has {len(spec.range)} dims, shape {len(spec.shape)}")
+        return self
+
+    # ---- derived views ---------------------------------------------------------------------------------
+    def input_ranges(self) -> Dict[str, List[Tuple[int, int]]]:
+        """Per input, per dim, the (lo, hi) it accepts in dymshape (hi -1: unbounded)."""
+        out = {}
+        for spec in self.inputs:
+            default = [(d, d) if d > 0 else (1, -1) for d in spec.shape]
+            out[spec.name] = [tuple(r) for r in spec.range] if spec.range else default
+        return out
+
+    def gear_shapes(self) -> List[List[List[int]]]:
+        """Per gear, the full shape of every input (static: the one fixed shape)."""
+        if self.mode == "static":
+            return [[list(i.shape) for i in self.inputs]]
+        if self.mode not in GEAR_MODES:
+            raise ValueError(f"mode {self.mode} has no gears")
+        shapes = []
+        for gear in self.gears or []:
+            per_input, k = [], 0
+            for spec in self.inputs:
+                shape = list(spec.shape)
+                for j in spec.dynamic_dims:
+                    if self.mode == "dymbatch":
+                        shape[j] = gear[0]
+                    elif self.mode == "dymhw":
+                        shape[j] = gear[j - 2]
+                    else:
+                        shape[j] = gear[k]
+                        k += 1
+                per_input.append(shape)
+            shapes.append(per_input)
+        return shapes
+
+    def max_bytes(self, index: int, itemsize: int) -> int:
+        """Largest byte size of input ``index`` over the gears (0 for dymshape, as ACL reports)."""
+        if self.mode == "dymshape":
+            return 0
+        return max(math.prod(g[index]) for g in self.gear_shapes()) * itemsize
+
+    def describe(self) -> str:
+        """One line for error messages: the gears or ranges this OM accepts."""
+        if self.mode == "dymshape":
+            return "dymshape ranges " + "; ".join(
+                f"{n}:[{','.join(range_text(lo, hi) for lo, hi in r)}]" for n, r in self.input_ranges().items()
+            )
+        return f"{self.mode} gears " + " | ".join(
+            ";".join(f"{spec.name}:{','.join(map(str, s))}" for spec, s in zip(self.inputs, g))
+            for g in self.gear_shapes()
+        )
+
+    def check_soc(self) -> None:
+        """Refuse a dymshape OM on a chip without dynamic shape (Ascend 310/310B)."""
+        soc = (self.soc_version or "").strip()
+        if self.mode == "dymshape" and any(
+            soc == s or soc.startswith(s) and soc[len(s) :].isdigit() for s in NO_DYMSHAPE_SOCS
+        ):
+            raise ConfigError(
+                f"this OM is a dynamic-shape (dymshape) model for {soc}, but {soc} has no dynamic shape "
+                "support (CANN: Ascend 310/310B run gears only). Rebuild it with gears, e.g. "
+                f"`paddlex-npu convert MODEL_DIR -o OUT_DIR --soc-version {soc} --mode gears`, i.e. ATC "
+                "--dynamic_dims / --dynamic_image_size / --dynamic_batch_size"
+            )
+
+    # ---- I/O -------------------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(by_alias=True, exclude_none=True), indent=2, ensure_ascii=False) + "\n"
+
+    def save(self, path: Union[str, Path]) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+
+def range_text(lo: int, hi: int) -> str:
+    """One dim as ATC's ``--input_shape`` writes it: ``3`` (fixed), ``-1`` (unbounded) or ``lo~hi``."""
+    return str(lo) if lo == hi else "-1" if (lo, hi) == (1, -1) else f"{lo}~{hi}"
+
+
+def in_ranges(dims: Sequence[int], ranges: Sequence[Tuple[int, int]]) -> bool:
+    """Whether a shape lies within per-dim (lo, hi) ranges (hi -1: unbounded)."""
+    return len(dims) == len(ranges) and all(lo <= d and (hi == -1 or d <= hi) for d, (lo, hi) in zip(dims, ranges))
+
+
+def parse(raw: Any, where: str) -> OMManifest:
+    """Validate a manifest given as a dict (or an OMManifest); errors name ``where``."""
+    if isinstance(raw, OMManifest):
+        return raw
+    try:
+        return OMManifest.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"invalid OM manifest in {where}: {problems}") from None
+
+
+def load(path: Union[str, Path]) -> OMManifest:
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelFileError(f"{path} cannot be read as JSON ({exc}): rewrite it (schema: {SCHEMA})") from exc
+    return parse(raw, str(path))
+
+
+def sha256(path: Union[str, Path]) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def default_for(
+    input_names: Sequence[str],
+    input_shapes: Sequence[Sequence[int]],
+    input_dtypes: Sequence[str],
+    output_names: Sequence[str],
+) -> OMManifest:
+    """What an OM without a manifest is taken to be: dymshape with the descriptors' -1 dims unbounded, or
+    static when nothing is dynamic."""
+    dynamic = any(d < 0 for s in input_shapes for d in s)
+    return OMManifest(
+        mode="dymshape" if dynamic else "static",
+        inputs=[
+            InputSpec(name=n, dtype=t, shape=[int(d) if d > 0 else -1 for d in s])
+            for n, s, t in zip(input_names, input_shapes, input_dtypes)
+        ],
+        outputs=list(output_names),
+    )

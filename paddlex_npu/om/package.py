@@ -1,0 +1,81 @@
+"""OM packages (model folders): ``inference.yml`` + ``inference.om`` (+ ``inference.onnx``, reference runtime)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+from ..errors import ModelFileError
+from .manifest import MANIFEST_NAME
+
+MODEL_FILE_PREFIX = "inference"
+
+
+@dataclass(frozen=True)
+class OMPackage:
+    """The files of one OM model folder."""
+
+    model_dir: Path
+    om_path: Path
+    onnx_path: Optional[Path]
+
+    @property
+    def manifest_path(self) -> Optional[Path]:
+        """The OM manifest (``inference.om.json``) when the folder has one."""
+        path = self.model_dir / MANIFEST_NAME
+        return path if path.is_file() else None
+
+
+def _check_readable(path: Path, folder: Path, how: str) -> None:
+    if not path.is_file():
+        raise ModelFileError(f"model folder {folder} has no {path.name}: {how}")
+    if not os.access(path, os.R_OK) or path.stat().st_size == 0:
+        raise ModelFileError(
+            f"{path} cannot be read (permissions or an empty file): fix its permissions or produce it again; {how}"
+        )
+
+
+def _atc_hint(folder: Path) -> str:
+    return (
+        f"build it on a machine with CANN with `paddlex-npu convert {folder} -o <package> --soc-version <chip>`, or "
+        f"convert {folder / 'inference.onnx'} yourself, e.g. `atc --framework=5 "
+        f"--model={folder / 'inference.onnx'} --output={folder / MODEL_FILE_PREFIX} "
+        '--soc_version=<your chip, see npu-smi info> --input_shape="x:-1,3,-1,-1"`, or choose the CPU reference '
+        "runtime (PADDLEX_NPU_RUNTIME=reference) to run the folder's inference.onnx instead"
+    )
+
+
+def resolve_om_package(model_dir: Union[str, Path, None], runtime: str) -> OMPackage:
+    """Check an OM model folder for what ``runtime`` needs and return its files.
+
+    ``ais_bench`` needs ``inference.om``; ``reference`` needs ``inference.onnx`` (the ONNX the OM was
+    converted from; the ``.om`` itself may be absent). Both need ``inference.yml``.
+    """
+    if model_dir is None:
+        raise ModelFileError(
+            "the OM route needs a local model folder (inference.yml + inference.om): pass model_dir, or set "
+            "SubModules.<name>.model_dir in the pipeline YAML"
+        )
+    folder = Path(model_dir)
+    if not folder.is_dir():
+        raise ModelFileError(f"model folder {folder} does not exist or is not a folder: check model_dir")
+    _check_readable(
+        folder / f"{MODEL_FILE_PREFIX}.yml",
+        folder,
+        "copy inference.yml from the PaddleX model folder the OM was converted from",
+    )
+    om_path = folder / f"{MODEL_FILE_PREFIX}.om"
+    onnx_path = folder / f"{MODEL_FILE_PREFIX}.onnx"
+    if runtime == "reference":
+        _check_readable(
+            onnx_path,
+            folder,
+            "the CPU reference runtime runs the ONNX the OM was converted from; export it from the Paddle model "
+            "with paddle2onnx (`paddle2onnx --model_dir <paddle folder> --model_filename inference.pdmodel "
+            "--params_filename inference.pdiparams --save_file inference.onnx`) and put it in this folder",
+        )
+    else:
+        _check_readable(om_path, folder, _atc_hint(folder))
+    return OMPackage(folder, om_path, onnx_path if onnx_path.is_file() else None)

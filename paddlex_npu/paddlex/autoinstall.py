@@ -1,0 +1,48 @@
+"""Install the route when PaddleX is imported (at once if it already is): ``import paddlex_npu`` then does not
+import PaddleX itself, so the layers that need no PaddleX load fast, and settings PaddleX reads at import time
+(fonts, model sources) can still be made after ``import paddlex_npu``. The post-import hook of
+OpenTelemetry's auto-instrumentation, in miniature."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+from typing import Any, Optional, Sequence
+
+
+class _InstallAfterImport(importlib.abc.MetaPathFinder):
+    """A one-shot finder: lets ``import paddlex`` run as usual, then installs the route."""
+
+    def find_spec(self, name: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
+        if name != "paddlex":
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_install(module: Any) -> None:
+            exec_module(module)
+            from .patcher import install, is_installed
+
+            if not is_installed():
+                install()
+
+        spec.loader.exec_module = exec_then_install  # type: ignore[method-assign]
+        return spec
+
+
+def install_when_paddlex_loads() -> None:
+    """Install now if PaddleX is loaded, else as soon as it is; nothing when PaddleX is not installed."""
+    from .patcher import install, is_installed
+
+    if "paddlex" in sys.modules:
+        if not is_installed():
+            install()
+    elif importlib.util.find_spec("paddlex") is not None and not any(
+        isinstance(f, _InstallAfterImport) for f in sys.meta_path
+    ):
+        sys.meta_path.insert(0, _InstallAfterImport())

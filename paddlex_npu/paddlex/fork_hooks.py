@@ -1,0 +1,35 @@
+"""Entry points called from inside a fork-patched PaddleX (see ``patches/`` and ``paddlex-npu patch``).
+
+A patched PaddleX routes to the OM runner from its own source, with no ``import paddlex_npu`` in user code.
+The routing is the same code the monkeypatch adapters use: these functions only forward to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+
+def route_create_predictor(arguments: Dict[str, Any]) -> Optional[Tuple[Any, Any, Any, Any, Any]]:
+    """PaddleX 3.5+ ``create_predictor``: (device, engine, engine_config, use_hpip, hpi_config) for the OM
+    route, or None to go on unchanged."""
+    from .paddlex_35 import ADAPTER
+
+    ADAPTER.enable_fork()
+    replace = ADAPTER.route(dict(arguments))
+    if replace is None:
+        return None
+    return tuple(replace[k] for k in ("device", "engine", "engine_config", "use_hpip", "hpi_config"))
+
+
+def legacy_om_route(predictor: Any, use_hpip: Any, hpi_config: Any, device: Any) -> Any:
+    """PaddleX 3.0-3.4 ``BasePredictor.__init__``: mark the predictor for the OM route (or not)."""
+    from .paddlex_34 import mark_route
+
+    return mark_route(predictor, use_hpip, hpi_config, device)
+
+
+def legacy_static_infer(predictor: Any) -> Any:
+    """PaddleX 3.0-3.4 ``create_static_infer``: the OM runner, or None for PaddleX's own."""
+    from .paddlex_34 import om_static_infer
+
+    return om_static_infer(predictor)

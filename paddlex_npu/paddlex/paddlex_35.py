@@ -1,0 +1,242 @@
+"""Adapter for PaddleX 3.5+ (runner/engine layout).
+
+What it adds, all removed again on uninstall:
+- an ``om`` inference engine (``engine="om"``, YAML ``engine: om``, CLI ``--engine om``) whose runner builder
+  returns the OM runner, and an ``om`` binding for every eligible model (one with a static-model runner);
+- a wrapper around ``create_predictor`` that sends ``use_hpip=True`` + ``hpi_config`` backend ``om`` on an
+  ``npu`` device to that engine (no ``ultra-infer`` needed), and that refuses ``device="npu"`` on Paddle
+  Inference when this paddlepaddle has no NPU custom device (Paddle would abort the process).
+Every other call reaches PaddleX unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from paddlex.inference import models as pdx_models
+from paddlex.inference.models.bindings import Binding, default_registry
+from paddlex.inference.models.engines import InferenceEngine, RunnerEngine
+from paddlex.inference.models.predictors import RunnerPredictor
+from paddlex.inference.models.runners.inference_runner import InferenceRunner
+
+from ..config import OMBackendConfig, OMEngineConfig, validate
+from ..errors import ConfigError
+from ..log import logger
+from ..run.runner import OMRunner, build_om_runner
+from ..run.session import resolve_runtime_name
+from . import routing
+from .adapter import Adapter, ModelEntry, wrap_bound
+from .record import PatchRecord
+
+ENGINE_NAME = "om"
+
+
+class PaddlexOMRunner(OMRunner, InferenceRunner):
+    """The OM runner as a PaddleX ``InferenceRunner`` (PaddleX's benchmark timer wraps ``__call__``)."""
+
+    __call__ = OMRunner.__call__
+    close = OMRunner.close
+
+
+class OMEngine(RunnerEngine):
+    """The ``om`` engine: OM models on an Ascend NPU through an ``InferSession``."""
+
+    @property
+    def name(self) -> str:
+        return ENGINE_NAME
+
+    def get_supported_model_formats(self):
+        return ("om", "onnx")
+
+    def prepare_config_dict(
+        self, raw: Dict[str, Any], *, model_name: Optional[str] = None, device: Optional[str] = None
+    ) -> Dict[str, Any]:
+        self._apply_device(raw, device)
+        raw.setdefault("device_type", "npu")
+        if raw.get("device_id") is None:
+            raw.pop("device_id", None)
+        return raw
+
+    def validate_config_dict(self, raw: Dict[str, Any]) -> Dict[str, Any]:
+        if raw.get("device_type") != "npu":
+            raise ConfigError(
+                f"engine 'om' runs OM models on an Ascend NPU, but the device is {raw.get('device_type')!r}: "
+                "use device='npu' or 'npu:N', or pick another engine (paddle, onnxruntime) for that device"
+            )
+        return validate(OMEngineConfig, raw, "om engine_config").model_dump(exclude_none=True)
+
+    def ensure_model_files(self, model_dir: Path) -> None:
+        """Checked by the runner builder, which knows the runtime and so which files are needed."""
+
+    def get_default_runner_builder(self):
+        def runner_builder(
+            *,
+            model_name: str,
+            model_dir: Optional[Path],
+            model_config: Any,
+            engine_config: Dict[str, Any],
+            default_builder: Any = None,
+        ) -> PaddlexOMRunner:
+            cfg = OMEngineConfig.model_validate(engine_config)
+            backend = OMBackendConfig.model_validate(cfg.model_dump(exclude={"device_type", "device_id"}))
+            binding = default_registry.try_get_binding(model_name, ENGINE_NAME)
+            return build_om_runner(
+                model_dir,
+                runtime=resolve_runtime_name(cfg.runtime),
+                device_id=cfg.device_id,
+                config=backend,
+                model_name=model_name,
+                task=binding.predictor.__name__ if binding else None,
+                runner_cls=PaddlexOMRunner,
+            )
+
+        return runner_builder
+
+    def validate_runner(self, runner: InferenceRunner) -> None:
+        if not isinstance(runner, PaddlexOMRunner):
+            raise TypeError(f"engine 'om' must build an OM runner, got {type(runner).__name__}")
+
+
+def _static_binding(engine_map: Dict[str, Any]) -> Optional[Any]:
+    """The eligibility rule of 3.5+: a ``paddle_static`` binding whose predictor runs a static-model runner."""
+    static = engine_map.get("paddle_static")
+    return static if static is not None and issubclass(static.predictor, RunnerPredictor) else None
+
+
+def refuse_npu_without_custom_device(bound: Dict[str, Any]) -> None:
+    """Raise instead of letting Paddle Inference abort the process on ``device="npu"`` without NPU support:
+    for a ``create_predictor`` call that builds a Paddle Inference predictor (engine paddle/paddle_static, or
+    HPI with backend ``paddle``) on an NPU."""
+    engine = bound.get("engine")
+    hpi = routing.as_dict(bound.get("hpi_config"))
+    if engine is None and bound.get("use_hpip"):
+        if hpi.get("backend") != "paddle":
+            return
+        engine_cfg = hpi
+    elif engine in (None, "paddle", "paddle_static"):
+        engine_cfg = routing.as_dict(bound.get("engine_config") or bound.get("pp_option"))
+    else:
+        return
+    routing.refuse_paddle_inference_on_npu(*routing.device_of(bound.get("device"), engine_cfg))
+
+
+class Paddlex35Adapter(Adapter):
+    name = "paddlex_35"
+
+    def missing_hooks(self) -> List[str]:
+        cache = getattr(pdx_models, "_get_inference_engine", None)
+        needed = {
+            "models.create_predictor": getattr(pdx_models, "create_predictor", None),
+            "models._get_inference_engine.cache_clear": getattr(cache, "cache_clear", None),
+            "models._engine_config_bucket_key_allowlist": getattr(
+                pdx_models, "_engine_config_bucket_key_allowlist", None
+            ),
+            "bindings.default_registry._registry": getattr(default_registry, "_registry", None),
+            "RunnerEngine.build_runner": getattr(RunnerEngine, "build_runner", None),
+        }
+        missing = [name for name, hook in needed.items() if hook is None]
+        if "device" not in inspect.signature(pdx_models.create_predictor).parameters:
+            missing.append("create_predictor(device=...)")
+        return missing
+
+    def is_fork_patched(self) -> bool:
+        return bool(getattr(pdx_models, "PADDLEX_NPU_FORK", False))
+
+    def models(self) -> List[ModelEntry]:
+        out = []
+        for model, engine_map in default_registry._registry.items():
+            static = _static_binding(engine_map)
+            binding = static or next(iter(engine_map.values()))
+            engines = tuple(e for e in engine_map if e != ENGINE_NAME)
+            out.append(ModelEntry(model, binding.predictor, static is not None, engines))
+        return out
+
+    def static_infer_attr(self) -> str:
+        return "runner"
+
+    def route(self, bound: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """Decide the route of a ``create_predictor`` call from its arguments.
+
+        Returns the arguments to replace for the OM route (``engine="om"`` with its engine_config), or None to
+        leave the call as it is; raises instead of letting Paddle Inference abort on an NPU it cannot use.
+        Shared by the monkeypatch and the fork patch.
+        """
+        route = (
+            None
+            if bound.get("engine") is not None
+            else routing.om_route(bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device"))
+        )
+        if route is None:
+            refuse_npu_without_custom_device(bound)
+            return None
+        device_id, backend = route
+        model_name = bound.get("model_name")
+        engine_map = default_registry._registry.get(model_name)
+        if engine_map is not None and _static_binding(engine_map) is None:
+            raise ConfigError(
+                f"{model_name} has no static model to convert to an OM (its engines: {', '.join(sorted(engine_map))}), "
+                "so it cannot take the NPU route (hpi backend 'om'); run it without use_hpip on device='cpu', or on "
+                "the NPU through paddle-custom-npu; `paddlex-npu support` lists what the route covers"
+            )
+        logger.info("%s: hpi backend 'om' on npu:%d -> OM runner", model_name, device_id)
+        engine_config = {"device_type": "npu", "device_id": device_id, **backend.model_dump(exclude_unset=True)}
+        return {
+            "engine": ENGINE_NAME,
+            "engine_config": engine_config,
+            "device": None,
+            "use_hpip": False,
+            "hpi_config": None,
+        }
+
+    def _add_bindings(self) -> List[str]:
+        names = []
+        for model_name, engine_map in default_registry._registry.items():
+            static = _static_binding(engine_map)
+            if static is not None and ENGINE_NAME not in engine_map:
+                engine_map[ENGINE_NAME] = Binding(predictor=static.predictor)
+                names.append(model_name)
+        return names
+
+    def enable_fork(self) -> None:
+        """Register the ``om`` engine and bindings for good (a fork-patched PaddleX calls this); idempotent."""
+        registry = InferenceEngine.all()
+        if registry.get(ENGINE_NAME) is OMEngine:
+            return
+        registry[ENGINE_NAME] = OMEngine
+        self._add_bindings()
+        _clear_engine_caches()
+
+    def apply(self, record: PatchRecord) -> None:
+        registry = InferenceEngine.all()
+        if ENGINE_NAME in registry and registry[ENGINE_NAME] is not OMEngine:
+            raise ConfigError(f"an engine named {ENGINE_NAME!r} is already registered by {registry[ENGINE_NAME]}")
+        record.set_item(registry, ENGINE_NAME, OMEngine)
+        bound = self._add_bindings()
+        record.on_revert(lambda: [default_registry._registry[n].pop(ENGINE_NAME, None) for n in bound])
+        import paddlex
+        import paddlex.inference as pdx_inference
+
+        original = pdx_models.create_predictor
+        wrapper = wrap_bound(original, self._create_predictor)
+        for owner in (pdx_models, pdx_inference, paddlex):
+            if getattr(owner, "create_predictor", None) is original:
+                record.set_attr(owner, "create_predictor", wrapper)
+        record.on_apply_and_revert(_clear_engine_caches)
+        logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
+
+    def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:
+        replace = self.route(bound)
+        if replace is None:
+            return original(*args, **kwargs)
+        extra = bound.pop("kwargs", {})
+        return original(**{**bound, **extra, **replace})
+
+
+def _clear_engine_caches() -> None:
+    pdx_models._get_inference_engine.cache_clear()
+    pdx_models._engine_config_bucket_key_allowlist.cache_clear()
+
+
+ADAPTER = Paddlex35Adapter()

@@ -1,0 +1,117 @@
+"""Install/uninstall: one adapter chosen by the PaddleX version and layout, one patch record."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import threading
+from typing import List, Optional, Tuple
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..errors import UnsupportedPaddlexError
+from ..log import logger
+from .adapter import Adapter
+from .record import PatchRecord
+from .versions import SUPPORTED, SUPPORTED_TEXT, TESTED
+
+_lock = threading.RLock()
+_record: Optional[PatchRecord] = None
+_adapter: Optional[Adapter] = None
+
+
+def paddlex_version() -> Optional[str]:
+    try:
+        return importlib.metadata.version("paddlex")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def select_adapter(version: str) -> str:
+    """The adapter module for a PaddleX version, or :class:`UnsupportedPaddlexError`."""
+    parsed = Version(version)
+    for name, spec in SUPPORTED.items():
+        if parsed in SpecifierSet(spec):
+            return name
+    raise UnsupportedPaddlexError(
+        f"paddlex-npu supports {SUPPORTED_TEXT}; the installed PaddleX is {version}. "
+        f'Install a supported one, e.g. `pip install "paddlex=={TESTED["paddlex_35"]}"`.'
+    )
+
+
+def load_adapter(name: str) -> Adapter:
+    """Import an adapter and check that PaddleX has the layout it patches; refuse unknown layouts."""
+    try:
+        adapter: Adapter = importlib.import_module(f"paddlex_npu.paddlex.{name}").ADAPTER
+    except ImportError as exc:
+        raise UnsupportedPaddlexError(
+            f"PaddleX {paddlex_version()} does not have the layout paddlex-npu's {name} adapter patches ({exc}); "
+            f"unknown layout, not patched. Supported: {SUPPORTED_TEXT}"
+        ) from exc
+    missing = adapter.missing_hooks()
+    if missing:
+        raise UnsupportedPaddlexError(
+            f"PaddleX {paddlex_version()} lacks {', '.join(missing)}: unknown layout, not patched. "
+            f"Supported: {SUPPORTED_TEXT}"
+        )
+    return adapter
+
+
+def adapter() -> Adapter:
+    """The adapter of the installed PaddleX (loaded and checked once), whether or not the route is installed."""
+    global _adapter
+    with _lock:
+        if _adapter is None:
+            version = paddlex_version()
+            if version is None:
+                raise UnsupportedPaddlexError(
+                    f"PaddleX is not installed: `pip install paddlex=={TESTED['paddlex_35']}`"
+                )
+            _adapter = load_adapter(select_adapter(version))
+        return _adapter
+
+
+def install() -> bool:
+    """Patch PaddleX for the OM route. Idempotent: a second call only warns. Returns whether it patched."""
+    global _record
+    with _lock:
+        if _record is not None:
+            logger.warning("paddlex-npu is already installed; install() did nothing")
+            return False
+        chosen = adapter()
+        if chosen.is_fork_patched():
+            logger.info("this PaddleX carries paddlex-npu's fork patch: the OM route is in its source already")
+            return False
+        record = PatchRecord()
+        try:
+            chosen.apply(record)
+        except Exception:
+            record.revert()
+            raise
+        _record = record
+        logger.debug("installed for PaddleX %s (%s)", paddlex_version(), chosen.name)
+        return True
+
+
+def uninstall() -> bool:
+    """Restore every patched PaddleX attribute to its original object. Idempotent."""
+    global _record
+    with _lock:
+        if _record is None:
+            logger.warning("paddlex-npu is not installed; uninstall() did nothing")
+            return False
+        problems = _record.revert()
+        _record = None
+        if problems:
+            logger.warning("some patches were replaced by someone else and were left in place: %s", problems)
+        return True
+
+
+def is_installed() -> bool:
+    return _record is not None
+
+
+def patched_attributes() -> List[Tuple[object, str, object, object]]:
+    """(owner, name, original, replacement) of each attribute patched now; empty when not installed."""
+    return _record.attributes() if _record is not None else []

@@ -1,0 +1,71 @@
+"""The patch record: what was patched, with the originals, so that reverting restores the very same objects."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, MutableMapping, Tuple
+
+_MISSING = object()
+
+
+class PatchRecord:
+    """Applies attribute/item replacements and undoes them in reverse order.
+
+    A patched attribute is restored only while it still holds our replacement; if someone patched on top of
+    us, their object is left in place (and the case is reported by :meth:`revert`'s return value).
+    """
+
+    def __init__(self) -> None:
+        self._undo: List[Callable[[], bool]] = []
+        self._attributes: List[Tuple[Any, str, Any, Any]] = []
+
+    def attributes(self) -> List[Tuple[Any, str, Any, Any]]:
+        """(owner, name, original, replacement) of every attribute replaced with :meth:`set_attr`."""
+        return list(self._attributes)
+
+    def set_attr(self, owner: Any, name: str, value: Any) -> None:
+        original = owner.__dict__.get(name, _MISSING)
+        setattr(owner, name, value)
+        self._attributes.append((owner, name, original, value))
+
+        def undo() -> bool:
+            if owner.__dict__.get(name, _MISSING) is not value:
+                return False
+            if original is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+            return True
+
+        self._undo.append(undo)
+
+    def set_item(self, mapping: MutableMapping, key: Any, value: Any) -> None:
+        original = mapping.get(key, _MISSING)
+        mapping[key] = value
+
+        def undo() -> bool:
+            if mapping.get(key, _MISSING) is not value:
+                return False
+            if original is _MISSING:
+                del mapping[key]
+            else:
+                mapping[key] = original
+            return True
+
+        self._undo.append(undo)
+
+    def on_revert(self, fn: Callable[[], Any]) -> None:
+        self._undo.append(lambda: fn() is not False)
+
+    def on_apply_and_revert(self, fn: Callable[[], Any]) -> None:
+        fn()
+        self.on_revert(fn)
+
+    def revert(self) -> List[str]:
+        """Undo everything; returns a note for each patch that could not be restored."""
+        problems = []
+        self._attributes.clear()
+        while self._undo:
+            undo = self._undo.pop()
+            if not undo():
+                problems.append(getattr(undo, "__qualname__", repr(undo)))
+        return problems

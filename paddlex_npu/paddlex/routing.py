@@ -1,0 +1,79 @@
+"""Routing decisions shared by the PaddleX adapters: does a call ask for the OM route, and on which device."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..config import OMBackendConfig, validate
+from ..errors import NpuDeviceUnavailableError
+
+OMRoute = Tuple[int, OMBackendConfig]  # (device_id, backend options)
+
+
+def as_dict(cfg: Any) -> Dict[str, Any]:
+    """A plain dict of an ``hpi_config``/``engine_config`` given as dict, pydantic model or None."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    if hasattr(cfg, "model_dump"):
+        return cfg.model_dump(exclude_none=True, by_alias=True)
+    if hasattr(cfg, "__dict__"):
+        return {k: v for k, v in vars(cfg).items() if v is not None}
+    return {}
+
+
+def parse_device(device: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
+    """``"npu:1"`` -> ("npu", 1); ``"npu"`` -> ("npu", None); None -> (None, None)."""
+    if not device:
+        return None, None
+    kind, _, ids = str(device).partition(":")
+    first = ids.split(",")[0].strip()
+    return kind.strip().lower(), int(first) if first.isdigit() else None
+
+
+def device_of(device: Optional[str], cfg: Mapping[str, Any]) -> Tuple[Optional[str], int]:
+    """Device type and id of a call: the ``device`` string wins over the config's ``device_type``/``device_id``."""
+    kind, index = parse_device(device)
+    if kind is None:
+        kind = cfg.get("device_type")
+    if index is None:
+        index = cfg.get("device_id")
+    return kind, int(index or 0)
+
+
+def om_route(use_hpip: Any, hpi_config: Any, device: Optional[str]) -> Optional[OMRoute]:
+    """(device_id, backend options) when a call asks for HPI backend ``om`` on an NPU, else None."""
+    if not use_hpip:
+        return None
+    hpi = as_dict(hpi_config)
+    if hpi.get("backend") != "om":
+        return None
+    device_type, device_id = device_of(device, hpi)
+    if device_type != "npu":
+        return None
+    return device_id, validate(OMBackendConfig, hpi.get("backend_config") or {}, "hpi_config['backend_config']")
+
+
+def paddle_has_npu() -> bool:
+    import paddle
+
+    try:
+        return "npu" in paddle.device.get_all_custom_device_type()
+    except Exception:  # noqa: BLE001 - any failure means no usable NPU plugin
+        return False
+
+
+def refuse_paddle_inference_on_npu(device_type: Optional[str], device_id: int) -> None:
+    """Raise if Paddle Inference is about to run on an NPU that this paddlepaddle build cannot use (Paddle
+    would abort the process)."""
+    if device_type != "npu" or paddle_has_npu():
+        return
+    raise NpuDeviceUnavailableError(
+        f"device='npu:{device_id}' asks Paddle Inference for an Ascend NPU, but this paddlepaddle build has no "
+        "'npu' custom device (paddle-custom-npu is not installed), and Paddle would abort the process. To run "
+        "the model on the NPU from an OM file, `import paddlex_npu` and pass use_hpip=True, "
+        "hpi_config={'backend': 'om', 'device_type': 'npu', 'device_id': "
+        f"{device_id}}} (or engine='om' on PaddleX 3.5+) with inference.om in the model folder; or install "
+        "paddle-custom-npu; or use device='cpu'"
+    )

@@ -1,0 +1,97 @@
+"""Output buffer sizes (``custom_sizes``) for dynamic-shape OM inference.
+
+On the device a ``dymshape`` OM reports output size 0, and ais_bench allocates exactly ``custom_sizes[i]``
+bytes for output ``i`` on every call. Reserving one blanket constant wastes device memory on small inputs and
+fails on large ones, so sizes are computed per call from the actual input shapes:
+
+- an output whose descriptor shape is fully static gets exactly its byte size;
+- a dynamic output gets ``ratio * input_elements`` bytes, where ``ratio`` is the largest output-bytes per
+  input-element seen so far for that output (OCR's DB maps, CTC logits and classifier scores all scale
+  linearly with the input); before the first observation a generous multiple of the input bytes is used;
+- every size is at least :data:`MIN_BYTES`.
+
+When the runtime reports an output larger than reserved, :meth:`OutputSizer.grow` enlarges the sizes (to the
+needed size where the error names it) and the runner retries once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+MIN_BYTES = 64 * 1024
+INITIAL_BYTES_PER_INPUT_BYTE = 16
+HEADROOM = 1.25
+GROWTH = 4
+MAX_BYTES = 16 * 1024**3
+
+_NEEDS = re.compile(r"output (\d+) .*needs (\d+) bytes")
+
+
+def _aligned(n: float) -> int:
+    """Round up to 4 KiB, within ais_bench's (0, 16 GiB] limit."""
+    return int(min(MAX_BYTES, max(MIN_BYTES, math.ceil(n / 4096) * 4096)))
+
+
+class OutputSizer:
+    """Computes and learns per-output ``custom_sizes`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        output_shapes: Sequence[Sequence[int]],
+        output_itemsizes: Sequence[int],
+        fixed: Optional[Sequence[int]] = None,
+    ) -> None:
+        self._static: List[Optional[int]] = [
+            math.prod(s) * size if all(d > 0 for d in s) else None for s, size in zip(output_shapes, output_itemsizes)
+        ]
+        self._fixed = list(fixed) if fixed is not None else None
+        self._ratio: List[Optional[float]] = [None] * len(self._static)
+        self._lock = threading.Lock()
+
+    def sizes(self, inputs: Sequence[np.ndarray]) -> List[int]:
+        """Bytes to reserve per output for these inputs."""
+        if self._fixed is not None:
+            return list(self._fixed)
+        elements = sum(a.size for a in inputs)
+        in_bytes = sum(a.nbytes for a in inputs)
+        out = []
+        for static, ratio in zip(self._static, self._ratio):
+            if static is not None:
+                out.append(_aligned(static))
+            elif ratio is not None:
+                out.append(_aligned(ratio * elements * HEADROOM))
+            else:
+                out.append(_aligned(in_bytes * INITIAL_BYTES_PER_INPUT_BYTE))
+        return out
+
+    def observe(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
+        """Learn from the real output sizes of one call."""
+        elements = max(1, sum(a.size for a in inputs))
+        with self._lock:
+            for i, out in enumerate(outputs[: len(self._ratio)]):
+                r = out.nbytes / elements
+                if self._ratio[i] is None or r > self._ratio[i]:
+                    self._ratio[i] = r
+
+    def grow(self, reserved: Sequence[int], inputs: Sequence[np.ndarray], error: str) -> List[int]:
+        """Larger sizes after the runtime reported an output larger than ``reserved``."""
+        grown = [_aligned(s * GROWTH) for s in reserved]
+        match = _NEEDS.search(error)
+        if match:
+            index, needed = int(match.group(1)), int(match.group(2))
+            if index < len(grown):
+                grown[index] = max(grown[index], _aligned(needed * HEADROOM))
+        if self._fixed is not None:
+            self._fixed = grown
+        else:
+            elements = max(1, sum(a.size for a in inputs))
+            with self._lock:
+                for i, size in enumerate(grown):
+                    if self._static[i] is None:
+                        self._ratio[i] = max(self._ratio[i] or 0.0, size / elements / HEADROOM)
+        return grown

@@ -1,0 +1,179 @@
+"""Shape policy: how real inputs meet an OM's shapes, and how outputs come back. Pure numpy, no PaddleX.
+
+- ``dymshape``: inputs pass through; shapes outside the OM's ranges are refused with the ranges named.
+- gears (``dymbatch``/``dymhw``/``dymdims``) and ``static`` (one gear): each input is padded up to the smallest
+  gear that holds it (least padded elements): batch rows repeat the last real row, other dims are padded at
+  their end (bottom/right) with ``pad_value``. Outputs are cut back: padded batch rows dropped, and the output
+  dims that follow a padded input dim cropped in proportion (DB probability maps, CTC time steps,
+  segmentation maps). Detection outputs (``boxes [M, ...]`` + ``box_num [N]``) drop the boxes of padded
+  images; boxes are in original-image coordinates (``scale_factor``), so bottom/right padding moves none.
+  A batch above the largest gear is split into chunks and the outputs joined.
+
+Which dims a task may pad, and which output dims follow which input dims, is the task's
+:class:`TaskPolicy`, looked up by the PaddleX predictor class name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import InputMismatchError
+from ..om.manifest import OMManifest, in_ranges
+
+Shape = List[int]
+
+
+class InputShapeError(InputMismatchError):
+    """An input fits none of the OM's gears or ranges."""
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """What may be padded for a task and how outputs are cut back.
+
+    ``pad_dims``: per input rank, the dims that may be padded (default: batch only).
+    ``crops``: (output, output_dim, input, input_dim): output dim cropped in proportion to that input dim.
+    ``detection``: outputs are ``boxes [M, ...]``, ``box_num [N]`` (+ masks ``[M, ...]``).
+    """
+
+    name: str
+    pad_dims: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
+    crops: Tuple[Tuple[int, int, int, int], ...] = ()
+    detection: bool = False
+
+    def paddable(self, rank: int) -> Tuple[int, ...]:
+        return self.pad_dims.get(rank, (0,) if rank else ())
+
+
+DEFAULT = TaskPolicy("batch")
+_IMAGE = {4: (0, 2, 3)}
+_POLICIES = [
+    (("TextDet",), TaskPolicy("text detection", _IMAGE, ((0, 2, 0, 2), (0, 3, 0, 3)))),
+    (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),))),
+    (("Seg", "Warp", "Uad"), TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3)))),
+    (("Det", "Layout", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
+]
+# Predictors whose outputs are not batch-major or depend on prompts: no padding at all (exact gears only).
+_EXACT = ("OVDet", "OVSeg", "BEVDet3D", "Formula", "Table", "TS", "Fastspeech2", "Pwgan", "Video")
+
+
+def policy_for(predictor_class: Optional[str]) -> TaskPolicy:
+    """The policy of a PaddleX predictor class (3.5+ or 3.0-3.4 names); batch-only when unknown."""
+    name = predictor_class or ""
+    if name.startswith(_EXACT):
+        return TaskPolicy("exact shapes", {r: () for r in range(8)})
+    if name.startswith("InstanceSeg"):
+        return TaskPolicy("detection", _IMAGE, detection=True)
+    for prefixes, policy in _POLICIES:
+        if name.startswith(prefixes):
+            return policy
+    return DEFAULT
+
+
+def check_ranges(manifest: OMManifest, shapes: Sequence[Shape]) -> None:
+    """Refuse shapes outside a dymshape OM's ranges, naming the shape and the ranges."""
+    ranges = manifest.input_ranges()
+    for spec, shape in zip(manifest.inputs, shapes):
+        if not in_ranges(shape, ranges[spec.name]):
+            raise InputShapeError(
+                f"input {spec.name!r} of shape {list(shape)} is outside the OM's {manifest.describe()}: rebuild the "
+                "OM with a wider --input_shape range, or limit the input size in PaddleX (e.g. limit_side_len)"
+            )
+
+
+def _fits(real: Sequence[Shape], gear: Sequence[Shape], policy: TaskPolicy, ignore_batch: bool) -> bool:
+    for r, g in zip(real, gear):
+        if len(r) != len(g):
+            return False
+        pad = policy.paddable(len(r))
+        for j, (rd, gd) in enumerate(zip(r, g)):
+            if j == 0 and ignore_batch and 0 in pad:
+                continue
+            if rd != gd and not (j in pad and rd < gd):
+                return False
+    return True
+
+
+def choose_gear(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> List[Shape]:
+    """The gear with the fewest padded elements that holds ``real``, or :class:`InputShapeError`."""
+    fitting = [g for g in manifest.gear_shapes() if _fits(real, g, policy, ignore_batch=False)]
+    if not fitting:
+        allowed = {len(s): policy.paddable(len(s)) for s in real}
+        raise InputShapeError(
+            f"inputs of shapes {[list(s) for s in real]} fit none of the OM's {manifest.describe()} "
+            f"(padding allowed for {policy.name}: dims by rank {allowed}): add a gear that holds them "
+            "(paddlex-npu convert --gears / ATC --dynamic_dims), or resize the input"
+        )
+    return min(fitting, key=lambda g: sum(math.prod(s) for s in g))
+
+
+def max_batch(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> Optional[int]:
+    """The largest batch of the gears that hold ``real`` apart from its batch size (None: none does)."""
+    batches = [g[0][0] for g in manifest.gear_shapes() if _fits(real, g, policy, ignore_batch=True)]
+    return max(batches) if batches else None
+
+
+def pad_to(array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence[int]) -> np.ndarray:
+    if list(array.shape) == list(shape):
+        return array
+    out = array
+    if 0 in paddable and shape[0] > array.shape[0]:  # batch: repeat the last real row
+        extra = np.repeat(out[-1:], shape[0] - out.shape[0], axis=0)
+        out = np.concatenate([out, extra], axis=0)
+    widths = [(0, max(0, g - d)) if j else (0, 0) for j, (d, g) in enumerate(zip(out.shape, shape))]
+    if any(w for _, w in widths):
+        out = np.pad(out, widths, mode="constant", constant_values=np.asarray(pad_value, dtype=out.dtype))
+    return np.ascontiguousarray(out)
+
+
+def cut_back(
+    outputs: List[np.ndarray], real: Sequence[Shape], gear: Sequence[Shape], policy: TaskPolicy
+) -> List[np.ndarray]:
+    """Drop padded batch rows and crop the output dims that follow padded input dims."""
+    outputs = list(outputs)
+    n_real, n_gear = real[0][0] if real[0] else 1, gear[0][0] if gear[0] else 1
+    if policy.detection and len(outputs) >= 2 and n_gear != n_real:
+        box_num = outputs[1]
+        keep = int(np.sum(box_num[:n_real]))
+        outputs[1] = box_num[:n_real]
+        outputs = [o[:keep] if i != 1 else o for i, o in enumerate(outputs)]
+    elif n_gear != n_real:
+        outputs = [o[:n_real] if o.ndim and o.shape[0] == n_gear else o for o in outputs]
+    for oi, od, ii, idim in policy.crops:
+        padded, want = gear[ii][idim], real[ii][idim]
+        if oi < len(outputs) and padded != want:
+            o = outputs[oi]
+            length = math.ceil(o.shape[od] * want / padded)
+            index = [slice(None)] * o.ndim
+            index[od] = slice(0, length)
+            outputs[oi] = np.ascontiguousarray(o[tuple(index)])
+    return outputs
+
+
+def run_with_gears(
+    manifest: OMManifest,
+    feeds: List[np.ndarray],
+    policy: TaskPolicy,
+    infer: Callable[[List[np.ndarray]], List[np.ndarray]],
+    pad_value: float = 0.0,
+) -> List[np.ndarray]:
+    """Run ``feeds`` on a gear/static OM: split above the largest gear, pad, infer, cut back, join."""
+    real = [list(f.shape) for f in feeds]
+    batched = [0 in policy.paddable(f.ndim) for f in feeds]
+    n = real[0][0] if feeds[0].ndim else 1
+    limit = max_batch(manifest, real, policy) if any(batched) else None
+    if limit is not None and n > limit:
+        parts = [
+            run_with_gears(
+                manifest, [f[s : s + limit] if b else f for f, b in zip(feeds, batched)], policy, infer, pad_value
+            )
+            for s in range(0, n, limit)
+        ]
+        return [np.concatenate([p[i] for p in parts], axis=0) for i in range(len(parts[0]))]
+    gear = choose_gear(manifest, real, policy)
+    padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim)) for f, g in zip(feeds, gear)]
+    return cut_back(infer(padded), real, gear, policy)

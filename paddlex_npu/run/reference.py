@@ -1,0 +1,429 @@
+"""CPU reference of ``ais_bench.infer.interface.InferSession``.
+
+The same contract as the Ascend session (constructor, ``get_inputs``/``get_outputs`` descriptors,
+``infer(feeds, mode, custom_sizes, out_array)`` with its checks and errors, ``free_resource``), running
+the ONNX model the ``.om`` was converted from with ONNX Runtime, under the shape rules the OM was built
+with. Everything above the session (runner, shape policy, PaddleX adapters) is the same code on an NPU
+and here, so a mistake that would fail on the device fails here too.
+
+Known, documented differences from a real OM:
+- output descriptor names are the ONNX names (an OM reports ``"<op>:<index>:<name>"``);
+- the "output larger than reserved" error names the sizes (the device only logs them);
+- ``size``/``realsize`` follow the CANN rules for static and range (``dymshape``) models.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from ..om.atc import dym_shape_text
+from ..om.manifest import in_ranges
+from .dtypes import dtype, numpy_dtype
+from .reference_om import ReferenceOM, tensor_desc
+
+__all__ = ["InferSession", "dtype", "numpy_dtype", "sumary", "tensor_desc"]
+
+MODES = ("static", "dymbatch", "dymhw", "dymdims", "dymshape")
+MAX_FEEDS = 1024
+MAX_CUSTOM_SIZES = 256
+MAX_CUSTOM_SIZE = 16 * 1024**3
+OM_MODEL_MAX_SIZE = 10 * 1024**3
+_DYM_NAME = re.compile(r"^[A-Za-z0-9_./-]{1,256}$")
+
+
+_NP_SCALARS = (
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.float16,
+    np.float32,
+    np.float64,
+)
+
+
+@dataclass
+class sumary:  # noqa: N801 - mirrors ``aclruntime.sumary``
+    """``exec_time_list``: (start_ms, end_ms) since session creation, one per model execution."""
+
+    exec_time_list: List[Tuple[float, float]] = field(default_factory=list)
+
+
+class InferSession:
+    """CPU stand-in for ``ais_bench.infer.interface.InferSession``.
+
+    ``model_path`` names the ``.om`` file as on the device. The ONNX model it was built from is taken from
+    ``onnx_path`` or, by default, the ``.onnx`` file beside it with the same stem; the ``.om`` itself need
+    not exist. ``manifest`` (an :class:`~paddlex_npu.manifest.OMManifest` or its dict) says how ATC built
+    the OM: static, batch / H-W / dims gears or dymshape ranges, and the session accepts exactly that. By
+    default the ONNX's symbolic dims are unbounded dymshape dims (a model with none is a static OM).
+    """
+
+    def __init__(
+        self,
+        device_id: int,
+        model_path: str,
+        acl_json_path: Optional[str] = None,
+        debug: bool = False,
+        loop: int = 1,
+        *,
+        onnx_path: Optional[str] = None,
+        manifest: Any = None,
+        intra_op_num_threads: int = 0,
+    ) -> None:
+        _check_session_args(device_id, model_path, acl_json_path, loop)
+        onnx_file = Path(onnx_path) if onnx_path else Path(model_path).with_suffix(".onnx")
+        if not onnx_file.is_file():
+            raise RuntimeError(
+                f"reference runtime: no ONNX model {onnx_file} for {model_path}; the CPU reference runs the "
+                "ONNX the OM was converted from, put it beside the .om as inference.onnx"
+            )
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency of the reference extra
+            raise RuntimeError("the reference runtime needs onnxruntime: pip install onnxruntime") from exc
+
+        self.device_id = device_id
+        self.model_path = str(model_path)
+        self.onnx_path = str(onnx_file)
+        self.acl_json_path = acl_json_path
+        self.debug = debug
+        self.loop = loop
+        self._om = ReferenceOM(onnx_file, manifest, intra_op_num_threads=intra_op_num_threads)
+        self.manifest = self._om.manifest
+        self.built_mode = self._om.mode
+        self._ranges = self._om.ranges
+        self._gears = self._om.gears
+        self.intensors_desc = self._om.input_descs
+        self._lock = threading.Lock()
+        self._t0 = time.perf_counter()
+        self._summary = sumary()
+        self._freed = False
+        self._custom_sizes: List[int] = []
+        self._cur_shapes: List[List[int]] = [list(d.shape) for d in self.intensors_desc]
+        self.infer_mode_switch = {
+            "static": self._static_prepare,
+            "dymbatch": self._dymbatch_prepare,
+            "dymhw": self._dymhw_prepare,
+            "dymdims": self._dymdims_prepare,
+            "dymshape": self._dymshape_prepare,
+        }
+
+    # ---- introspection -------------------------------------------------------------
+    def get_inputs(self) -> List[tensor_desc]:
+        self._check_alive()
+        return self.intensors_desc
+
+    def get_outputs(self) -> List[tensor_desc]:
+        self._check_alive()
+        return self._om.output_descs()
+
+    @property
+    def outputs_names(self) -> List[str]:
+        return self._om.output_names
+
+    def get_max_dym_batchsize(self) -> int:
+        return max(g[0] for g in self.manifest.gears) if self.built_mode == "dymbatch" else 0
+
+    # ---- main API --------------------------------------------------------------------
+    def infer(
+        self,
+        feeds: list,
+        mode: str = "static",
+        custom_sizes: Union[int, List[int], None] = 100000,
+        out_array: bool = True,
+    ) -> list:
+        _check_list(feeds)
+        if not isinstance(out_array, bool):
+            raise TypeError(f"value:{out_array!r} is not a bool!")
+        _check_custom_size(custom_sizes, mode)
+        inputs, shapes = [], []
+        for feed in feeds:
+            if isinstance(feed, np.ndarray):
+                arr = feed if feed.flags.c_contiguous else np.ascontiguousarray(feed)
+                shapes.append(list(arr.shape))
+            elif type(feed) in _NP_SCALARS:
+                arr = np.array(feed)
+                shapes.append([arr.size])
+            else:
+                raise RuntimeError(f"type:{type(feed)} invalid")
+            inputs.append(arr)
+        with self._lock:
+            self._check_alive()
+            self.infer_mode_switch[mode](shapes, custom_sizes)
+            return self._run(inputs, mode)
+
+    def run(self, feeds: list, out_array: bool = False) -> list:
+        with self._lock:
+            self._check_alive()
+            return self._run(list(feeds), "run")
+
+    # ---- dynamic setters -------------------------------------------------------------
+    def set_staticbatch(self) -> None:
+        """Static execution: a static OM's shapes, a gear OM's largest gear, nothing valid for a range OM."""
+        self._check_alive()
+        if self.built_mode == "dymshape":
+            for i, desc in enumerate(self.intensors_desc):
+                desc.realsize = desc.size
+                self._cur_shapes[i] = list(desc.shape)
+        else:
+            self._set_gear(max(self._gears, key=lambda g: math.prod(g[0])))
+
+    def set_dynamic_batchsize(self, dym_batch: int) -> None:
+        self._check_alive()
+        self._require_built("dymbatch")
+        gears = [g[0] for g in self.manifest.gears]
+        if dym_batch not in gears:
+            raise RuntimeError(
+                f"[-1][ACL: general failure] the dymBatch parameter {dym_batch} is not correct, "
+                f"the OM's batch gears are {gears}"
+            )
+        gear = self._gears[gears.index(dym_batch)]
+        self._set_gear(gear)
+
+    def set_dynamic_hw(self, w: int, h: int) -> None:
+        """(first, second) is (H, W), as ais_bench passes them."""
+        self._check_alive()
+        self._require_built("dymhw")
+        gears = [tuple(g) for g in self.manifest.gears]
+        if (w, h) not in gears:
+            raise RuntimeError(
+                f"[-1][ACL: general failure] the dymHW parameter {w},{h} is not correct, "
+                f"the OM's H,W gears are {[list(g) for g in gears]}"
+            )
+        self._set_gear(self._gears[gears.index((w, h))])
+
+    def set_dynamic_dims(self, dym_dims: str) -> None:
+        self._check_alive()
+        self._require_built("dymdims")
+        parsed = _parse_dym_string(dym_dims)
+        shapes = [parsed.get(d.name) for d in self.intensors_desc]
+        for gear in self._gears:
+            if shapes == gear:
+                self._set_gear(gear)
+                return
+        raise RuntimeError(
+            f"[-1][ACL: general failure] the dynamic_dims parameter {dym_dims} is not correct: "
+            f"not one of the OM's {self.manifest.describe()}"
+        )
+
+    def _set_gear(self, gear: List[List[int]]) -> None:
+        for i, (desc, shape) in enumerate(zip(self.intensors_desc, gear)):
+            desc.realsize = math.prod(shape) * numpy_dtype(desc.datatype).itemsize
+            self._cur_shapes[i] = list(shape)
+
+    def _require_built(self, mode: str) -> None:
+        if self.built_mode != mode:
+            raise RuntimeError(
+                f"not a {mode} model! this OM was built as {self.built_mode}; infer with mode='{self.built_mode}'"
+            )
+
+    def set_dynamic_shape(self, dym_shape: str) -> None:
+        self._check_alive()
+        if self.built_mode != "dymshape":
+            raise RuntimeError(
+                f"[1][ACL: invalid parameter] set_dynamic_shape on a {self.built_mode} OM: it was "
+                f"built without shape ranges; infer with mode='{self.built_mode}'"
+            )
+        parsed = _parse_dym_string(dym_shape)
+        by_name = {d.name: i for i, d in enumerate(self.intensors_desc)}
+        for name, dims in parsed.items():
+            if name not in by_name:
+                raise RuntimeError(f"set_dynamic_shape: no input named {name!r} (inputs: {list(by_name)})")
+            i = by_name[name]
+            if not in_ranges(dims, self._ranges[i]):
+                raise RuntimeError(
+                    f"[1][ACL: invalid parameter] input {name!r} shape {dims} is outside the range the OM was "
+                    f"built with: {self.manifest.describe()}"
+                )
+            desc = self.intensors_desc[i]
+            desc.realsize = math.prod(dims) * numpy_dtype(desc.datatype).itemsize
+            self._cur_shapes[i] = list(dims)
+
+    def set_custom_outsize(self, custom_sizes: List[int]) -> None:
+        self._check_alive()
+        if not 0 < len(custom_sizes) <= MAX_CUSTOM_SIZES or any(not 0 < s <= MAX_CUSTOM_SIZE for s in custom_sizes):
+            raise RuntimeError(f"set_custom_outsize: invalid custom sizes {custom_sizes}")
+        self._custom_sizes = [int(s) for s in custom_sizes]
+
+    def set_loop_count(self, loop: int) -> None:
+        self.loop = loop
+
+    def set_context(self) -> None:
+        """No-op on the CPU (binds this session's ACL context to the calling thread on an NPU)."""
+
+    # ---- stats & lifetime ------------------------------------------------------------
+    def summary(self) -> sumary:
+        return self._summary
+
+    def reset_summaryinfo(self) -> None:
+        self._summary.exec_time_list.clear()
+
+    def free_resource(self) -> None:
+        self._freed = True
+        self._om = None
+
+    @staticmethod
+    def finalize() -> None:
+        """Process-wide teardown on the NPU; nothing to do on the CPU."""
+
+    # ---- internals -------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._freed:
+            raise RuntimeError("the session's resources were freed (free_resource); create a new InferSession")
+
+    def _static_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        self.set_staticbatch()
+
+    def _dymbatch_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self._require_built("dymbatch")
+        for desc, shape in zip(self.intensors_desc, shapes):
+            for j, d in enumerate(desc.shape):
+                if d < 0:
+                    self.set_dynamic_batchsize(shape[j])
+                    return
+                if j >= len(shape) or d != shape[j]:
+                    raise RuntimeError("input datas and intensors dim not matched!")
+        raise RuntimeError("not a dymbatch model!")
+
+    def _dymhw_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self._require_built("dymhw")
+        for desc, shape in zip(self.intensors_desc, shapes):
+            if len(desc.shape) == 4 and desc.shape[2] < 0 and desc.shape[3] < 0:
+                self.set_dynamic_hw(shape[2], shape[3])
+                return
+        raise RuntimeError("not a dymhw model!")
+
+    def _dymdims_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self.set_dynamic_dims(self._dym_string(shapes))
+
+    def _dymshape_prepare(self, shapes: List[List[int]], custom_sizes: Union[int, List[int]]) -> None:
+        if len(shapes) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        self.set_dynamic_shape(self._dym_string(shapes))
+        sizes = [custom_sizes] * len(self._om.output_names) if isinstance(custom_sizes, int) else custom_sizes
+        self.set_custom_outsize(list(sizes))
+
+    def _dym_string(self, shapes: List[List[int]]) -> str:
+        return dym_shape_text([d.name for d in self.intensors_desc], shapes)
+
+    def _run(self, inputs: List[np.ndarray], mode: str) -> List[np.ndarray]:
+        if len(inputs) != len(self.intensors_desc):
+            raise RuntimeError("input datas and intensors nums not matched!")
+        feed = {}
+        for i, (arr, desc) in enumerate(zip(inputs, self.intensors_desc)):
+            if arr.nbytes != desc.realsize:
+                raise RuntimeError(
+                    f"[-1][ACL: general failure] check i:{i} name:{desc.name} in size:{arr.nbytes} "
+                    f"needsize:{desc.realsize} not match"
+                )
+            # The device consumes raw bytes in the model's dtype and current shape.
+            raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+            feed[desc.name] = raw.view(numpy_dtype(desc.datatype)).reshape(self._cur_shapes[i])
+        outputs: List[np.ndarray] = []
+        for _ in range(self.loop):
+            start = (time.perf_counter() - self._t0) * 1000.0
+            outputs = self._om.run(feed)
+            self._summary.exec_time_list.append((start, (time.perf_counter() - self._t0) * 1000.0))
+        for i, (out, desc) in enumerate(zip(outputs, self._om.output_descs())):
+            reserved = self._custom_sizes[i] if i < len(self._custom_sizes) else desc.size
+            if reserved == 0:
+                raise RuntimeError(
+                    f"[-1][ACL: general failure] output {i} ({desc.name}) size is 0: a dynamic-shape OM needs "
+                    "custom_sizes for its outputs"
+                )
+            if out.nbytes > reserved:
+                raise RuntimeError(
+                    f"[-1][ACL: general failure] output {i} ({desc.name}) needs {out.nbytes} bytes, larger "
+                    f"than the {reserved} bytes reserved (custom_sizes)"
+                )
+        return [np.ascontiguousarray(o) for o in outputs]
+
+    def __repr__(self) -> str:
+        return f"<reference InferSession {os.path.basename(self.onnx_path)} device:{self.device_id}>"
+
+
+def _check_session_args(device_id: Any, model_path: Any, acl_json_path: Any, loop: Any) -> None:
+    """The constructor's checks, with ais_bench's errors."""
+    if not model_path:
+        raise RuntimeError("empty model path!")
+    if not str(model_path).endswith("om"):
+        raise ValueError(f"model path {model_path!r} is not an OM file (suffix 'om' expected)")
+    if acl_json_path is not None and not str(acl_json_path).endswith("json"):
+        raise ValueError(f"acl json path {acl_json_path!r} is not a json file")
+    if not isinstance(device_id, int) or isinstance(device_id, bool):
+        raise TypeError(f"device_id:{device_id!r} is not a integer!")
+    if not 0 <= device_id <= 255:
+        raise ValueError(f"device_id:{device_id} out of range [0, 255]")
+    if not isinstance(loop, int) or isinstance(loop, bool):
+        raise TypeError(f"loop:{loop!r} is not a integer!")
+    if not 1 <= loop <= 100000:
+        raise ValueError(f"loop:{loop} out of range [1, 100000]")
+
+
+def _check_list(feeds: Any) -> None:
+    if not isinstance(feeds, list):
+        raise ValueError("the list be checked is not a list!")
+    if not feeds:
+        raise ValueError("the list is empty")
+    if len(feeds) > MAX_FEEDS:
+        raise ValueError(f"the length of list is larger than {MAX_FEEDS}")
+
+
+def _check_custom_size(custom_sizes: Any, mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError("infer mode is illegal, Please check.")
+    if custom_sizes is None:
+        if mode == "dymshape":
+            raise ValueError("custom_sizes can not be None in dymshape mode")
+        return
+    if isinstance(custom_sizes, list):
+        if not 0 < len(custom_sizes) <= MAX_CUSTOM_SIZES:
+            raise ValueError(f"the length of custom_sizes list must be in [1, {MAX_CUSTOM_SIZES}]")
+        for v in custom_sizes:
+            if type(v) is not int:
+                raise ValueError(f"some value in list is not the expected type: {v!r} is not int")
+            if not 0 < v <= MAX_CUSTOM_SIZE:
+                raise ValueError(f"value:{v} of custom_sizes is out of range (0, {MAX_CUSTOM_SIZE}]")
+        return
+    if type(custom_sizes) is not int:
+        raise TypeError(f"value:{custom_sizes!r} is not a integer!")
+    if not 0 < custom_sizes <= MAX_CUSTOM_SIZE:
+        raise ValueError(f"value:{custom_sizes} of custom_sizes is out of range (0, {MAX_CUSTOM_SIZE}]")
+
+
+def _parse_dym_string(text: str) -> Dict[str, List[int]]:
+    illegal = RuntimeError("the format of dynamic shape string is illegal, please check")
+    if not text or len(text) > 4096:
+        raise illegal
+    parsed: Dict[str, List[int]] = {}
+    for part in text.split(";"):
+        name, sep, dims_text = part.rpartition(":")
+        if not sep or not _DYM_NAME.match(name) or not dims_text:
+            raise illegal
+        dims_s = dims_text.split(",")
+        if not 0 < len(dims_s) <= 6 or any(not d.isdigit() or len(d) > 9 for d in dims_s):
+            raise illegal
+        dims = [int(d) for d in dims_s]
+        if 0 in dims:
+            raise illegal
+        parsed[name] = dims
+    return parsed

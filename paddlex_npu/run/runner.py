@@ -1,0 +1,232 @@
+"""The OM runner: PaddleX's runner contract around one :class:`~.session.Session`.
+
+Contract (the same as PaddleX's own runners): called as ``runner(x=[arrays])`` or ``runner([arrays])`` with
+the inputs sorted by input name; returns a list of numpy arrays in the model's output order with the model's
+dtypes. This module imports no PaddleX: the version adapters wrap it.
+
+:func:`build_om_runner` does the loading (package files, the manifest resolved once, the session, warm-up);
+:class:`OMRunner` only runs calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ..config import OMBackendConfig
+from ..errors import ConfigError, InputMismatchError
+from ..log import logger
+from ..om import manifest as mf
+from ..om.package import OMPackage, resolve_om_package
+from .buffers import OutputSizer
+from .dtypes import numpy_dtype
+from .gears import check_ranges, policy_for, run_with_gears
+from .session import OpenedSession, open_session
+
+# ais_bench messages of input errors: retrying with larger output buffers cannot help these.
+_INPUT_ERRORS = ("not match", "not matched", "illegal", "outside the range", "is not correct", "invalid")
+
+
+def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
+    """Reorder inputs given in name-sorted order into the model's order (as PaddleX's ``sort_inputs``)."""
+    order = sorted(range(len(names)), key=names.__getitem__)
+    return [inputs[order.index(i)] for i in range(len(inputs))]
+
+
+def given_manifest(package: OMPackage, config: OMBackendConfig) -> Optional[mf.OMManifest]:
+    """The manifest from ``backend_config['manifest']``, else the package's ``inference.om.json``, else None."""
+    if config.manifest is not None:
+        return mf.parse(config.manifest, "backend_config['manifest']")
+    if package.manifest_path is not None:
+        return mf.load(package.manifest_path)
+    return None
+
+
+class OMRunner:
+    """Runs one OM model through a session in the mode its manifest says (default ``dymshape``).
+
+    ``task`` is the PaddleX predictor class name; it picks the shape policy for gear and static OMs.
+    """
+
+    def __init__(
+        self,
+        opened: OpenedSession,
+        manifest: mf.OMManifest,
+        config: OMBackendConfig,
+        *,
+        name: str,
+        device_id: int = 0,
+        task: Optional[str] = None,
+    ) -> None:
+        self.name = name
+        self.device_id = device_id
+        self.config = config
+        self.manifest = manifest
+        self.policy = policy_for(task)
+        self._opened: Optional[OpenedSession] = opened
+        session = opened.session
+        self._in_descs = list(session.get_inputs())
+        self._out_descs = list(session.get_outputs())
+        self.input_names = [d.name for d in self._in_descs]
+        self.output_names = [d.name for d in self._out_descs]
+        self._in_dtypes = [numpy_dtype(d.datatype) for d in self._in_descs]
+        if [i.name for i in manifest.inputs] != self.input_names:
+            raise ConfigError(
+                f"the OM manifest names inputs {[i.name for i in manifest.inputs]}, the OM has "
+                f"{self.input_names}: the manifest belongs to another model"
+            )
+        fixed = config.custom_sizes
+        if isinstance(fixed, int):
+            fixed = [fixed] * len(self._out_descs)
+        self._sizer = OutputSizer(
+            [list(d.shape) for d in self._out_descs],
+            [numpy_dtype(d.datatype).itemsize for d in self._out_descs],
+            fixed,
+        )
+        self._lock = threading.Lock()
+
+    @property
+    def mode(self) -> str:
+        """The ais_bench mode this OM runs in (from its manifest)."""
+        return self.manifest.mode
+
+    @property
+    def runtime(self) -> str:
+        return self._session_or_raise().runtime
+
+    @property
+    def session(self) -> Any:
+        return self._session_or_raise().session
+
+    def __call__(self, x: Optional[Any] = None, **kwargs: Any) -> List[np.ndarray]:
+        if x is None:
+            if "x" not in kwargs:
+                raise TypeError("OM runner: missing the inputs `x`")
+            x = kwargs.pop("x")
+        arrays = [x] if isinstance(x, np.ndarray) else list(x)
+        if len(arrays) != len(self.input_names):
+            raise InputMismatchError(
+                f"{self.name}: {len(arrays)} inputs given, the model has "
+                f"{len(self.input_names)} ({', '.join(self.input_names)})"
+            )
+        arrays = sort_inputs(arrays, self.input_names)
+        feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
+        return self.infer(feeds)
+
+    def infer(self, feeds: List[np.ndarray], learn: bool = True) -> List[np.ndarray]:
+        """One inference on feeds already in model order and dtypes, through the shape policy.
+
+        ``learn``: let the output sizer learn from this call (off for warm-up's synthetic shapes).
+        """
+        if self.mode == "dymshape":
+            check_ranges(self.manifest, [list(f.shape) for f in feeds])
+            return self._run_session(feeds, learn)
+        return run_with_gears(
+            self.manifest, feeds, self.policy, lambda f: self._run_session(f, learn), self.config.pad_value
+        )
+
+    def _run_session(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:
+        """The session call with output buffers sized for these feeds; grows them and retries once if short."""
+        opened = self._session_or_raise()
+        sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
+        with self._lock, opened.call_guard():
+            try:
+                outputs = self._call(opened.session, feeds, sizes)
+            except RuntimeError as exc:
+                if any(marker in str(exc) for marker in _INPUT_ERRORS):
+                    raise
+                grown = self._sizer.grow(sizes, feeds, str(exc))
+                logger.warning(
+                    "%s: the runtime failed with output buffers of %s bytes (%s); retrying once with %s",
+                    self.name,
+                    sizes,
+                    exc,
+                    grown,
+                )
+                outputs = self._call(opened.session, feeds, grown)
+        outputs = list(outputs)
+        if learn:
+            self._sizer.observe(feeds, outputs)
+        return outputs
+
+    def _call(self, session: Any, feeds: List[np.ndarray], sizes: List[int]) -> List[np.ndarray]:
+        if self.mode != "dymshape":
+            # ais_bench applies custom_sizes only in dymshape; gear and static OMs with data-dependent outputs
+            # (e.g. NMS boxes) need the sticky setter.
+            session.set_custom_outsize(sizes)
+        return session.infer(feeds, mode=self.mode, custom_sizes=sizes)
+
+    def warmup(self, runs: int, shapes: Optional[Dict[str, List[int]]] = None) -> None:
+        """Run ``runs`` inferences on zero inputs, e.g. to compile kernels before the first request."""
+        first_gear = self.manifest.gear_shapes()[0] if self.mode != "dymshape" else None
+        feeds = []
+        for k, (desc, dt) in enumerate(zip(self._in_descs, self._in_dtypes)):
+            shape = (shapes or {}).get(desc.name) or (
+                first_gear[k]
+                if first_gear
+                else [d if d > 0 else (1 if i == 0 else 64) for i, d in enumerate(desc.shape)]
+            )
+            feeds.append(np.zeros(shape, dtype=dt))
+        for _ in range(runs):
+            self.infer(feeds, learn=False)
+        logger.info("%s: %d warm-up run(s) done", self.name, runs)
+
+    def close(self) -> None:
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            with opened.call_guard():
+                opened.session.free_resource()
+
+    def _session_or_raise(self) -> OpenedSession:
+        if self._opened is None:
+            raise RuntimeError(f"OM runner for {self.name} is closed")
+        return self._opened
+
+
+def build_om_runner(
+    model_dir: Any,
+    *,
+    runtime: str,
+    device_id: int,
+    config: OMBackendConfig,
+    model_name: str = "",
+    task: Optional[str] = None,
+    runner_cls: type = OMRunner,
+) -> OMRunner:
+    """Load an OM package for ``runtime`` and return its runner (``runner_cls`` lets adapters subclass it).
+
+    The manifest is resolved once here and handed to both the session (the reference runtime needs it) and
+    the runner; without one, the OM's own descriptors decide (dymshape, or static when nothing varies).
+    """
+    package = resolve_om_package(model_dir, runtime)
+    given = given_manifest(package, config)
+    if given is not None:
+        given.check_soc()
+    opened = open_session(runtime, package, device_id, given, acl_json_path=config.acl_json_path, debug=config.debug)
+    manifest = given or _manifest_from_descriptors(opened)
+    name = model_name or package.model_dir.name
+    runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)
+    logger.info(
+        "OM runner for %s: %s (%s) on npu:%d via %s (inputs %s)",
+        name,
+        package.om_path.name,
+        manifest.mode,
+        device_id,
+        runtime,
+        runner.input_names,
+    )
+    if config.warmup_runs:
+        runner.warmup(config.warmup_runs, config.warmup_shapes)
+    return runner
+
+
+def _manifest_from_descriptors(opened: OpenedSession) -> mf.OMManifest:
+    ins = list(opened.session.get_inputs())
+    return mf.default_for(
+        [d.name for d in ins],
+        [list(d.shape) for d in ins],
+        [numpy_dtype(d.datatype).name for d in ins],
+        [d.name for d in opened.session.get_outputs()],
+    )

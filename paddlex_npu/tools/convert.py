@@ -1,0 +1,262 @@
+"""From a PaddleX model folder to an OM package: ONNX, ATC options for the task and chip, manifest, package.
+
+``paddlex-npu convert MODEL_DIR -o OUT_DIR --soc-version Ascend310P3 [--mode dymshape|gears|static]``
+
+1. ONNX: ``inference.onnx`` of the folder, else exported from ``inference.pdmodel``/``.pdiparams``
+   (:mod:`.export`), then checked against Paddle on a sample input.
+2. ATC options from the task (:mod:`.tasks`) and ``inference.yml``; user overrides win.
+3. The exact ``atc`` command (:mod:`paddlex_npu.om.atc`); run when ``atc`` is on PATH, else written to ``atc.sh``.
+4. The package: ``inference.yml``, ``inference.om.json`` (the manifest), ``inference.onnx``, and
+   ``inference.om`` when ATC ran. It is assembled in a temporary folder and moved into place only when
+   complete, so a failure leaves no half-written package.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import yaml
+
+from ..errors import ConfigError, ModelFileError
+from ..log import logger
+from ..om import manifest as mf
+from ..om.atc import atc_args, gear_mode_for, parse_gears, parse_input_shape
+from .export import OnnxModel, check_against_paddle, export_onnx
+from .tasks import ConvertError, Task, default_gears, default_ranges, sample_shape, task_of, task_shapes
+
+MODES = ("dymshape", "gears", "static")
+PRECISIONS = ("fp16", "fp32")
+
+__all__ = ["ConvertError", "ConvertResult", "Conversion", "convert", "plan_conversion"]
+
+
+@dataclass
+class Conversion:
+    """Everything worked out for a package, before ATC."""
+
+    model_name: str
+    task: Task
+    onnx_path: Path
+    manifest: mf.OMManifest
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ConvertResult:
+    """What :func:`convert` built."""
+
+    package: Path
+    atc_ran: bool
+    atc_command: str
+    notes: List[str] = field(default_factory=list)
+
+
+def _check_options(mode: str, gears: Optional[str], max_gears: int, precision: str) -> None:
+    if mode not in MODES:
+        raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
+    if gears == "auto" and not mf.MIN_GEARS <= max_gears <= mf.MAX_GEARS:
+        raise ConfigError(f"--max-gears {max_gears}: ATC accepts {mf.MIN_GEARS} to {mf.MAX_GEARS} gears")
+    if precision not in PRECISIONS:
+        raise ConfigError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+
+
+def _read_model_folder(model_dir: Path) -> Tuple[Path, Dict[str, Any], str]:
+    """(inference.yml, its content, Global.model_name) of a PaddleX model folder."""
+    if not model_dir.is_dir():
+        raise ModelFileError(f"model folder {model_dir} does not exist")
+    yml = model_dir / "inference.yml"
+    if not yml.is_file():
+        raise ModelFileError(f"{model_dir} has no inference.yml: it is not a PaddleX model folder")
+    cfg = yaml.safe_load(yml.read_text(encoding="utf-8")) or {}
+    model_name = (cfg.get("Global") or {}).get("model_name")
+    if not model_name:
+        raise ModelFileError(f"{yml} has no Global.model_name")
+    return yml, cfg, model_name
+
+
+def _onnx_in(model_dir: Path, work: Path, task: Task, notes: List[str]) -> OnnxModel:
+    """``work/inference.onnx``: copied from the folder, or exported and checked against Paddle."""
+    onnx_path = work / "inference.onnx"
+    if (model_dir / "inference.onnx").is_file():
+        shutil.copyfile(model_dir / "inference.onnx", onnx_path)
+        return OnnxModel.open(onnx_path)
+    logger.info("exporting %s to ONNX with paddle2onnx 1.3.1", model_dir)
+    export_onnx(model_dir, onnx_path)
+    onnx = OnnxModel.open(onnx_path)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.random(sample_shape(task, s), dtype=np.float32).astype(dt) for n, s, dt in onnx.inputs}
+    worst = check_against_paddle(model_dir, onnx, feeds)
+    notes.append(f"ONNX matches Paddle on a sample input (max abs diff {worst:.2e})")
+    return onnx
+
+
+def _manifest(mode: str, task: Task, specs: List[mf.InputSpec], gear_list: Optional[List[List[int]]]) -> mf.OMManifest:
+    """The manifest of the OM to build: static, dymshape ranges, or gears (``gear_list`` None: the defaults)."""
+    shapes = [s.shape for s in specs]
+    if mode == "static" or not any(d < 0 for s in shapes for d in s):
+        if any(d < 0 for s in shapes for d in s):
+            gear_mode, options = default_gears(task, shapes)
+            largest = mf.OMManifest(mode=gear_mode, inputs=specs, gears=options).gear_shapes()[-1]
+            specs = [sp.model_copy(update={"shape": g}) for sp, g in zip(specs, largest)]
+        return mf.OMManifest(mode="static", inputs=specs)
+    if mode == "dymshape":
+        ranges = default_ranges(task, shapes)
+        return mf.OMManifest(
+            mode="dymshape", inputs=[sp.model_copy(update={"range": r}) for sp, r in zip(specs, ranges)]
+        )
+    gear_mode = gear_mode_for(shapes, [s.format for s in specs])
+    if gear_list is None:
+        default_mode, gear_list = default_gears(task, shapes)
+        gear_mode = default_mode if task.kind != "batch" else gear_mode
+    return mf.parse(
+        {"mode": gear_mode, "inputs": [s.model_dump() for s in specs], "gears": gear_list}, "the gears for this model"
+    )
+
+
+def plan_conversion(
+    model_dir: Path,
+    work: Path,
+    soc: str,
+    mode: str = "dymshape",
+    *,
+    input_shape: Optional[str] = None,
+    gears: Optional[str] = None,
+    samples: Optional[Path] = None,
+    max_gears: int = 8,
+    max_batch: int = 6,
+    max_side: Optional[int] = None,
+    precision: str = "fp16",
+) -> Conversion:
+    """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet."""
+    _check_options(mode, gears, max_gears, precision)
+    yml, cfg, model_name = _read_model_folder(model_dir)
+    task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
+    notes: List[str] = []
+    onnx = _onnx_in(model_dir, work, task, notes)
+    shutil.copyfile(yml, work / "inference.yml")
+
+    names = [n for n, _, _ in onnx.inputs]
+    shapes = task_shapes(task, onnx.inputs)
+    if input_shape:
+        given = parse_input_shape(input_shape, names)
+        shapes = [given.get(n, s) for n, s in zip(names, shapes)]
+    specs = [
+        mf.InputSpec(name=n, dtype=dt, format="NCHW" if len(s) == 4 else "ND", shape=s)
+        for (n, _, dt), s in zip(onnx.inputs, shapes)
+    ]
+    gear_list = None
+    if mode == "gears" and gears == "auto":
+        if samples is None:
+            raise ConfigError("--gears auto needs --samples DIR with sample inputs to plan from")
+        gear_list = _planned_gears(model_name, work, task, shapes, samples, max_gears, notes)
+    elif mode == "gears" and gears:
+        gear_list = parse_gears(gears)
+    man = _manifest(mode, task, specs, gear_list).model_copy(
+        update={
+            "soc_version": soc,
+            "precision": precision,
+            "onnx_sha256": mf.sha256(onnx.path),
+            "outputs": onnx.outputs,
+        }
+    )
+    man.check_soc()
+    return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _planned_gears(
+    model_name: str, work: Path, task: Task, shapes: List[List[int]], samples: Path, max_gears: int, notes: List[str]
+) -> List[List[int]]:
+    """Plan gears from the real input shapes PaddleX's preprocessing makes of the sample inputs."""
+    from .planner import padding_ratio, plan_gears, sample_input_shapes
+
+    files = sorted(p for p in Path(samples).iterdir() if p.is_file())
+    if not files:
+        raise ConfigError(f"--samples {samples} has no files")
+    seen = sample_input_shapes(model_name, work, [str(f) for f in files], batch_size=task.max_batch)
+    dyn = [(i, j) for i, s in enumerate(shapes) for j, d in enumerate(s) if d < 0]
+    points = [[shape[i][j] for i, j in dyn] for shape in seen]
+    gears = plan_gears(points, max_gears)
+    top = [[max(p[k] for p in points) for k in range(len(dyn))]]
+    notes.append(
+        f"planned {len(gears)} gears from {len(points)} sample inputs: padded/real = "
+        f"{padding_ratio(points, gears):.3f} (one shape holding all: {padding_ratio(points, top):.3f})"
+    )
+    if gear_mode_for(shapes, ["NCHW"] * len(shapes)) == "dymbatch":
+        return [[g[0]] for g in gears]
+    return gears
+
+
+def run_atc(args: List[str], log: Path) -> None:
+    """Run ATC, streaming its output with a progress line; raise with the log's tail on failure."""
+    from tqdm import tqdm
+
+    with open(log, "w") as f, tqdm(desc="atc", unit=" lines", leave=False) as bar:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            f.write(line)
+            bar.update(1)
+            bar.set_postfix_str(line.strip()[:60])
+        rc = proc.wait()
+    if rc != 0:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise ConvertError(f"atc failed (exit {rc}); its last lines:\n{tail}")
+
+
+def _write_package(conv: Conversion, work: Path, out_dir: Path, soc: str, run: bool) -> str:
+    """ATC (or atc.sh) and the manifest in ``work``; returns the ATC command as it reads in ``out_dir``."""
+
+    def args_in(folder: Path) -> List[str]:  # the same command, for the package's final or working folder
+        return atc_args(
+            folder / "inference.onnx", folder / "inference", soc, conv.manifest, conv.manifest.precision or "fp16"
+        )
+
+    command = shlex.join(args_in(out_dir))
+    if run:
+        run_atc(args_in(work), work / "atc.log")
+    else:
+        script = '#!/usr/bin/env bash\nset -e\ncd "$(dirname "$0")"\n' + shlex.join(args_in(Path("."))) + "\n"
+        (work / "atc.sh").write_text(script)
+        (work / "atc.sh").chmod(0o755)
+    conv.manifest.model_copy(update={"atc_command": command}).save(work / mf.MANIFEST_NAME)
+    return command
+
+
+def convert(
+    model_dir: Path,
+    out_dir: Path,
+    soc: str,
+    mode: str = "dymshape",
+    *,
+    overwrite: bool = False,
+    run: Optional[bool] = None,
+    **options: Any,
+) -> ConvertResult:
+    """Build the OM package in ``out_dir``. ``run``: run ATC (default: when it is on PATH)."""
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise ConvertError(f"{out_dir} exists and is not empty: choose another -o or pass --overwrite")
+    parent = out_dir.parent if str(out_dir.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=parent))
+    except OSError as exc:
+        raise ConvertError(f"cannot write the package under {parent} ({exc}): choose a writable -o") from exc
+    run = shutil.which("atc") is not None if run is None else run
+    try:
+        conv = plan_conversion(model_dir, work, soc, mode, **options)
+        command = _write_package(conv, work, out_dir, soc, run)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        work.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return ConvertResult(out_dir, run, command, conv.notes)

@@ -1,0 +1,192 @@
+"""``paddlex-npu doctor``: check what the NPU route needs on this machine and say how to fix what is missing.
+
+Each check is ``✓``, ``x`` (required and failing) or ``!`` (optional / advice) with a fix; the command exits 1
+when a required part is missing, so a machine without an NPU reports what it lacks and fails.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+OK, FAIL, WARN = "✓", "x", "!"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def _cann_env() -> Check:
+    home = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")
+    libs = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if "Ascend" in p or "ascend" in p]
+    if home and libs:
+        return Check("CANN environment", OK, f"ASCEND_HOME_PATH={home}; {len(libs)} Ascend library paths")
+    installed = [
+        p
+        for p in ("/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/cann/set_env.sh")
+        if os.path.isfile(p)
+    ]
+    return Check(
+        "CANN environment",
+        FAIL,
+        "ASCEND_HOME_PATH / ASCEND_TOOLKIT_HOME and Ascend LD_LIBRARY_PATH are not set",
+        f"source {installed[0]}"
+        if installed
+        else "install CANN (toolkit matching your driver), then `source /usr/local/Ascend/ascend-toolkit/set_env.sh`",
+    )
+
+
+def _npu_smi() -> Check:
+    exe = shutil.which("npu-smi")
+    if not exe:
+        return Check(
+            "npu-smi",
+            FAIL,
+            "npu-smi is not on PATH (no Ascend driver, or not on this PATH)",
+            "install the Ascend driver and firmware; npu-smi is in /usr/local/sbin or /usr/local/bin",
+        )
+    try:
+        out = subprocess.run([exe, "info", "-l"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("npu-smi", FAIL, f"npu-smi failed: {exc}", "check the driver with `npu-smi info`")
+    ids = [ln.split(":")[-1].strip() for ln in out.splitlines() if "NPU ID" in ln]
+    if not ids:
+        return Check("npu-smi", FAIL, "npu-smi lists no NPU", "check the driver and the container's device mounts")
+    return Check("npu-smi", OK, f"{len(ids)} NPU(s): {', '.join(ids)}")
+
+
+def _shadowing() -> Optional[Check]:
+    try:
+        version = importlib.metadata.version("ais_bench_benchmark")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return Check(
+        "ais_bench name clash",
+        FAIL,
+        f"ais_bench_benchmark {version} is installed: it ships another top-level `ais_bench` package",
+        "`pip uninstall ais_bench_benchmark`, then reinstall Ascend's ais_bench wheel",
+    )
+
+
+def _ais_bench() -> Check:
+    from ..run import ais
+
+    try:
+        cls = ais.load_session_class()
+    except Exception as exc:  # noqa: BLE001 - every failure is reported with its fix
+        return Check("ais_bench", FAIL, str(exc).split(":")[0], ais.INSTALL_HINT)
+    feats = ais.features(cls)
+    have = ", ".join(k for k, v in feats.items() if v) or "none"
+    missing = [k for k, v in feats.items() if not v]
+    detail = f"InferSession importable; features: {have}" + (f"; missing: {', '.join(missing)}" if missing else "")
+    return Check(
+        "ais_bench",
+        OK if "set_context" in have else WARN,
+        detail,
+        "" if not missing else "a newer ais_bench (2024+) adds set_context/free_resource",
+    )
+
+
+def _aclruntime() -> Check:
+    if importlib.util.find_spec("aclruntime") is None:
+        return Check(
+            "aclruntime",
+            FAIL,
+            "aclruntime is not importable",
+            "install Ascend's aclruntime wheel "
+            "(aclruntime-0.0.2-cp3XX-...-linux_<arch>.whl) built for this Python and CANN",
+        )
+    return Check("aclruntime", OK, "importable")
+
+
+def _paddlex() -> Check:
+    from ..paddlex.patcher import paddlex_version, select_adapter
+    from ..paddlex.versions import SUPPORTED_TEXT
+
+    version = paddlex_version()
+    if version is None:
+        return Check("PaddleX", FAIL, "not installed", "pip install paddlex==3.7.2")
+    try:
+        adapter = select_adapter(version)
+    except Exception:  # noqa: BLE001
+        return Check("PaddleX", FAIL, f"{version} is outside {SUPPORTED_TEXT}", "pip install paddlex==3.7.2")
+    return Check("PaddleX", OK, f"{version} ({adapter} adapter)")
+
+
+def _paddle_npu() -> Check:
+    if importlib.util.find_spec("paddle_custom_device") is None:
+        return Check(
+            "Paddle NPU custom device",
+            WARN,
+            "paddle-custom-npu is not installed: Paddle Inference cannot use the NPU (not needed for the OM route)",
+            "only for Paddle-on-NPU: install paddle-custom-npu",
+            required=False,
+        )
+    return Check("Paddle NPU custom device", OK, "paddle_custom_device importable", required=False)
+
+
+def _python() -> Check:
+    v = sys.version_info
+    if (3, 7) <= (v.major, v.minor) <= (3, 12):
+        note = "; msit's installer refuses Python > 3.11" if v.minor == 12 else ""
+        return Check("Python", OK, f"{v.major}.{v.minor}: aclruntime wheels exist for cp37-cp312{note}")
+    return Check(
+        "Python",
+        FAIL,
+        f"{v.major}.{v.minor}: no aclruntime wheels for it (cp37-cp312)",
+        "use Python 3.8-3.11 (3.10 matches PaddleX's own NPU notes)",
+    )
+
+
+def _optional(name: str, module: str, why: str, fix: str) -> Check:
+    ok = importlib.util.find_spec(module) is not None
+    return Check(name, OK if ok else WARN, why if ok else f"missing: {why}", "" if ok else fix, required=False)
+
+
+def run_checks() -> List[Check]:
+    checks: List[Callable[[], Optional[Check]]] = [
+        _cann_env,
+        _npu_smi,
+        _shadowing,
+        _ais_bench,
+        _aclruntime,
+        _paddlex,
+        _paddle_npu,
+        _python,
+    ]
+    out = [c for c in (f() for f in checks) if c is not None]
+    out.append(
+        _optional(
+            "onnxruntime",
+            "onnxruntime",
+            "the CPU reference runtime (PADDLEX_NPU_RUNTIME=reference)",
+            "pip install onnxruntime",
+        )
+    )
+    atc = shutil.which("atc")
+    out.append(
+        Check(
+            "atc",
+            OK if atc else WARN,
+            atc or "not on PATH: paddlex-npu convert writes atc.sh instead",
+            "" if atc else "source CANN's set_env.sh to convert ONNX to OM here",
+            required=False,
+        )
+    )
+    return out
+
+
+def missing_required(checks: List[Check]) -> List[str]:
+    """Names of the required checks that failed (empty: the NPU route can run here)."""
+    return [c.name for c in checks if c.required and c.status == FAIL]

@@ -1,0 +1,68 @@
+"""``paddlex-npu inspect PATH``: what an OM package or an ONNX file holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List
+
+from ..errors import ModelFileError
+from ..om import manifest as mf
+
+
+def _onnx_lines(path: Path) -> List[str]:
+    import onnxruntime as ort
+
+    try:
+        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - a broken file is what inspect should report
+        return [f"  [x] {path.name} cannot be loaded: {str(exc).splitlines()[0][:200]}"]
+    lines = []
+    for kind, nodes in (("input", sess.get_inputs()), ("output", sess.get_outputs())):
+        for n in nodes:
+            dims = [d if isinstance(d, int) and d > 0 else -1 for d in n.shape]
+            dyn = [j for j, d in enumerate(dims) if d < 0]
+            lines.append(f"  {kind:<6} {n.name}: {n.type} {dims}" + (f"  dynamic dims {dyn}" if dyn else ""))
+    return lines
+
+
+def inspect_path(path: Path) -> str:
+    path = Path(path)
+    if path.is_file() and path.suffix == ".om":
+        path = path.parent
+    if path.is_file() and path.suffix == ".onnx":
+        return "\n".join([f"ONNX {path}", *_onnx_lines(path), f"  sha256 {mf.sha256(path)}"])
+    if not path.is_dir():
+        raise ModelFileError(f"{path} is neither an OM package folder nor an .onnx/.om file")
+    out = [f"OM package {path}"]
+    files = {p.name for p in path.iterdir()}
+    for name, role in (
+        ("inference.yml", "PaddleX model config"),
+        ("inference.om", "OM (NPU)"),
+        ("inference.onnx", "ONNX (reference runtime)"),
+        (mf.MANIFEST_NAME, "manifest"),
+    ):
+        out.append(f"  {'[✓]' if name in files else '[x]'} {name:<18} {role}")
+    if (path / mf.MANIFEST_NAME).is_file():
+        man = mf.load(path / mf.MANIFEST_NAME)
+        out += [
+            f"  mode        {man.mode}",
+            f"  accepts     {man.describe()}",
+            f"  soc_version {man.soc_version or '?'}",
+            f"  precision   {man.precision or '?'}",
+        ]
+        for spec in man.inputs:
+            out.append(f"  input       {spec.name}: {spec.dtype} {spec.format} {spec.shape}")
+        if man.atc_command:
+            out.append(f"  atc         {man.atc_command}")
+        if "inference.onnx" in files and man.onnx_sha256:
+            same = mf.sha256(path / "inference.onnx") == man.onnx_sha256
+            out.append(
+                f"  {'[✓]' if same else '[x]'} checksum    inference.onnx "
+                f"{'matches' if same else 'does NOT match'} the ONNX the OM was built from"
+            )
+    else:
+        out.append("  no manifest: the OM is taken as dymshape (or static when nothing varies)")
+    if "inference.onnx" in files:
+        out.append("  ONNX:")
+        out += _onnx_lines(path / "inference.onnx")
+    return "\n".join(out)

@@ -1,0 +1,50 @@
+"""The command line: every subcommand answers --help, the version, doctor and support as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from paddlex_npu.cli import COMMANDS
+from paddlex_npu.version import __version__
+
+
+def _cli(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def test_version():
+    out = _cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"paddlex-npu {__version__}"
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS if c.name != "paddlex"])
+def test_every_subcommand_has_help_without_rst_markup(command):
+    out = _cli(command, "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: paddlex-npu " + command)
+    assert "``" not in out.stdout
+
+
+def test_doctor_says_what_is_missing_and_fails_without_an_npu():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
+    out = subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", "doctor"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 1
+    assert "[x] CANN environment" in out.stdout and "set_env.sh" in out.stdout
+    assert "[x] ais_bench" in out.stdout and "fix: install Ascend's ais_bench" in out.stdout
+    assert "[✓] PaddleX" in out.stdout and "PADDLEX_NPU_RUNTIME=reference" in out.stdout
+
+
+def test_support_command_prints_the_coverage_table():
+    from paddlex_npu.tools.coverage import coverage, format_table
+
+    out = _cli("support")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith(format_table(coverage()).splitlines()[-1])

@@ -1,0 +1,39 @@
+"""The same route on a real Ascend NPU. Skipped unless ais_bench is installed and an OM package is given.
+
+    PADDLEX_NPU_TEST_OM_ROOT=/path/with/PP-OCRv4_mobile_det,PP-OCRv4_mobile_rec  pytest -m npu
+(each folder: inference.yml + inference.om built by ATC from the folder's inference.onnx with dymshape ranges)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from paddlex_npu.testing import assets
+from tests.helpers import EXPECTED, norm, run_ocr
+
+OM_ROOT = os.environ.get("PADDLEX_NPU_TEST_OM_ROOT")
+
+pytestmark = [
+    pytest.mark.npu,
+    pytest.mark.skipif(
+        importlib.util.find_spec("ais_bench") is None,
+        reason="needs a real Ascend NPU: ais_bench/aclruntime wheels are not installed",
+    ),
+    pytest.mark.skipif(not OM_ROOT, reason="needs PADDLEX_NPU_TEST_OM_ROOT with ATC-built OM packages"),
+]
+
+
+def test_ocr_on_the_device_matches_the_reference(images):
+    from paddlex import create_pipeline
+
+    hpi = {"backend": "om", "device_type": "npu", "device_id": 0, "backend_config": {"runtime": "ais_bench"}}
+    p = create_pipeline(config=assets.ocr_pipeline_config(Path(OM_ROOT)), device="npu:0", use_hpip=True, hpi_config=hpi)
+    try:
+        got = run_ocr(p, {"english": images["english"]})
+    finally:
+        p.close()
+    assert norm(got["english"]["texts"]) == norm(EXPECTED["english"])

@@ -1,0 +1,175 @@
+"""paddlex-npu convert / inspect / doctor on real PP-OCRv4 Paddle folders; the ATC commands; bad inputs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paddlex_npu.errors import ConfigError, ModelFileError
+from paddlex_npu.om import manifest as mf
+from paddlex_npu.testing import assets
+from paddlex_npu.tools.convert import ConvertError, convert
+from paddlex_npu.tools.export import OnnxModel, check_against_paddle
+from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm, run_ocr
+from tests.paddlex.compat import runner_of
+
+
+@pytest.fixture(scope="module")
+def paddle_only(asset_root, tmp_path_factory) -> Path:
+    """PaddleX folders with only inference.yml + the Paddle model files (what users download)."""
+    root = tmp_path_factory.mktemp("paddle_only")
+    for model in (assets.DET, assets.REC):
+        (root / model).mkdir()
+        for name in ("inference.yml", "inference.pdmodel", "inference.pdiparams"):
+            shutil.copyfile(asset_root / "paddle" / model / name, root / model / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def packages(paddle_only, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("packages")
+    convert(paddle_only / assets.DET, out / assets.DET, "Ascend310P3", "dymshape", run=False)
+    convert(paddle_only / assets.REC, out / assets.REC, "Ascend310B1", "gears", run=False)
+    return out
+
+
+def test_exported_onnx_matches_paddle(packages, paddle_only):
+    for model, shape in ((assets.DET, (1, 3, 320, 480)), (assets.REC, (2, 3, 48, 400))):
+        x = np.random.default_rng(1).random(shape, dtype=np.float32)
+        onnx = OnnxModel.open(packages / model / "inference.onnx")
+        assert check_against_paddle(paddle_only / model, onnx, {"x": x}) <= 1e-4
+
+
+def test_packages_hold_what_the_route_needs(packages):
+    det = mf.load(packages / assets.DET / mf.MANIFEST_NAME)
+    rec = mf.load(packages / assets.REC / mf.MANIFEST_NAME)
+    assert det.mode == "dymshape" and det.input_ranges()["x"] == [(1, 1), (3, 3), (32, 960), (32, 960)]
+    assert rec.mode == "dymdims" and rec.inputs[0].shape == [-1, 3, 48, -1] and [6, 3200] in rec.gears
+    for folder, man in ((packages / assets.DET, det), (packages / assets.REC, rec)):
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "atc.sh",
+            "inference.om.json",
+            "inference.onnx",
+            "inference.yml",
+        ]
+        assert man.onnx_sha256 == mf.sha256(folder / "inference.onnx")
+        assert man.atc_command.startswith("atc --framework=5 ")
+    assert not list(packages.glob(".*partial*"))
+
+
+def test_converted_packages_read_text_on_the_npu_route(packages, images):
+    from paddlex import create_pipeline
+
+    p = create_pipeline(config=assets.ocr_pipeline_config(packages), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+    try:
+        assert runner_of(p.text_det_model).mode == "dymshape" and runner_of(p.text_rec_model).mode == "dymdims"
+        got = run_ocr(p, {"english": images["english"], "chinese": images["chinese"]})
+    finally:
+        p.close()
+    assert norm(got["english"]["texts"]) == norm(ENGLISH)
+    assert got["chinese"]["texts"] == CHINESE
+
+
+def test_gears_auto_from_real_preprocessing(paddle_only, packages, images, tmp_path):
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    for key, path in images.items():
+        shutil.copyfile(path, samples / f"{key}.png")
+    src = tmp_path / "src"
+    shutil.copytree(packages / assets.DET, src, ignore=shutil.ignore_patterns("*.json", "atc.sh"))
+    result = convert(
+        src, tmp_path / "det_auto", "Ascend310B1", "gears", run=False, gears="auto", samples=samples, max_gears=3
+    )
+    man = mf.load(result.package / mf.MANIFEST_NAME)
+    assert man.mode == "dymhw" and 2 <= len(man.gears) <= 3
+    assert any(n.startswith("planned") and "padded/real" in n for n in result.notes)
+
+
+def test_bad_inputs_give_clear_errors_and_no_package(paddle_only, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "inference.yml").write_text("Global:\n  model_name: PP-OCRv4_mobile_det\n")
+    cases = [
+        (empty, {}, ModelFileError, "has no model to convert"),
+        (tmp_path / "missing", {}, ModelFileError, "does not exist"),
+        (paddle_only / assets.DET, {"mode": "gears", "gears": "640,640"}, ConfigError, "ATC accepts 2 to 100"),
+        (
+            paddle_only / assets.DET,
+            {"mode": "gears", "gears": "auto", "samples": tmp_path, "max_gears": 1},
+            ConfigError,
+            "ATC accepts 2 to 100",
+        ),
+        (paddle_only / assets.DET, {"mode": "dymshape", "soc": "Ascend310"}, ConfigError, "Ascend310 has no dynamic"),
+    ]
+    for i, (src, kw, exc, match) in enumerate(cases):
+        soc = kw.pop("soc", "Ascend310P3")
+        with pytest.raises(exc, match=match):
+            convert(src, tmp_path / f"out{i}", soc, run=False, **kw)
+        assert not (tmp_path / f"out{i}").exists()
+    unknown = tmp_path / "unknown"
+    shutil.copytree(paddle_only / assets.DET, unknown)
+    (unknown / "inference.yml").write_text("Global:\n  model_name: NotAPaddleXModel\n")
+    with pytest.raises(ConvertError, match="PaddleX does not know the model 'NotAPaddleXModel'"):
+        convert(unknown, tmp_path / "out_unknown", "Ascend310P3", run=False)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(ConvertError, match="cannot write the package"):
+        convert(paddle_only / assets.DET, blocker / "out", "Ascend310P3", run=False)
+    assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
+
+
+def test_a_failing_atc_leaves_no_package(packages, tmp_path, monkeypatch):
+    """`atc` on PATH that fails (here: exits 1): the error shows its log; nothing is left behind."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "atc").write_text(
+        "#!/bin/sh\necho 'E10001: Value [x] for parameter [--input_shape] is invalid'\nexit 1\n"
+    )
+    (bin_dir / "atc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(ConvertError, match="(?s)atc failed \\(exit 1\\).*E10001"):
+        convert(packages / assets.DET, tmp_path / "out", "Ascend310P3")
+    assert not (tmp_path / "out").exists() and not [p for p in tmp_path.iterdir() if "partial" in p.name]
+
+
+def test_inspect_reports_mode_gears_and_checksum(packages, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", "inspect", str(packages / assets.REC)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "mode        dymdims" in out.stdout and "dymdims gears x:1,3,48,320" in out.stdout
+    assert "[✓] checksum" in out.stdout and "soc_version Ascend310B1" in out.stdout
+    tampered = tmp_path / "tampered"
+    shutil.copytree(packages / assets.DET, tampered)
+    with open(tampered / "inference.onnx", "ab") as f:
+        f.write(b"\0")
+    out = subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", "inspect", str(tampered)], capture_output=True, text=True, timeout=120
+    )
+    assert "[x] checksum" in out.stdout and "does NOT match" in out.stdout
+    assert OnnxModel.open(packages / assets.DET / "inference.onnx").inputs[0][0] == "x"
+
+
+def test_fixed_size_classifiers_vary_the_batch_only(asset_root, tmp_path):
+    """ONNX reused from the folder; H, W taken from the classifier's own preprocessing in inference.yml."""
+    for model, hw in ((assets.TEXTLINE_ORI, [48, 192]), (assets.DOC_ORI, [224, 224])):
+        out = convert(asset_root / "om" / model, tmp_path / model, "Ascend310B1", "gears", run=False)
+        man = mf.load(out.package / mf.MANIFEST_NAME)
+        assert man.mode == "dymbatch" and man.inputs[0].shape == [-1, 3, *hw], model
+        assert "--dynamic_batch_size=1,2,4,6" in man.atc_command
+        dym = convert(asset_root / "om" / model, tmp_path / f"{model}_dym", "Ascend310P3", run=False)
+        assert mf.load(dym.package / mf.MANIFEST_NAME).input_ranges()["x"] == [
+            (1, 6),
+            (3, 3),
+            (hw[0],) * 2,
+            (hw[1],) * 2,
+        ]

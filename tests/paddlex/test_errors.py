@@ -1,0 +1,185 @@
+"""Each bad input gets a clear error naming the cause and the fix, and the process survives."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import paddlex_npu
+from paddlex_npu import UnsupportedPaddlexError
+from paddlex_npu.errors import ConfigError, ModelFileError, RuntimeUnavailableError
+from paddlex_npu.run.gears import InputShapeError
+from tests.helpers import NPU_HPI, REPO
+from tests.paddlex.compat import LEGACY, only_runner_layout, runner_of
+
+DET = "PP-OCRv4_mobile_det"
+
+
+def _create(model_dir, hpi=NPU_HPI, **kw):
+    from paddlex import create_predictor
+
+    return create_predictor(DET, model_dir=str(model_dir), device="npu:0", use_hpip=True, hpi_config=hpi, **kw)
+
+
+def _copy(asset_root, tmp_path, drop=()):
+    folder = tmp_path / DET
+    shutil.copytree(asset_root / "om" / DET, folder)
+    for name in drop:
+        (folder / name).unlink()
+    return folder
+
+
+def test_missing_inference_om_on_the_device_runtime(asset_root, tmp_path):
+    folder = _copy(asset_root, tmp_path)
+    hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
+    with pytest.raises(ModelFileError, match=rf"{folder} has no inference.om: .*atc --framework=5"):
+        _create(folder, hpi)
+
+
+def test_missing_onnx_for_the_reference_runtime(asset_root, tmp_path):
+    folder = _copy(asset_root, tmp_path, drop=["inference.onnx"])
+    with pytest.raises(ModelFileError, match="has no inference.onnx: .*paddle2onnx"):
+        _create(folder)
+
+
+def test_unreadable_model_file(asset_root, tmp_path):
+    folder = _copy(asset_root, tmp_path)
+    (folder / "inference.onnx").write_bytes(b"")
+    with pytest.raises(ModelFileError, match="cannot be read"):
+        _create(folder)
+
+
+def test_missing_model_folder(tmp_path):
+    # PaddleX's own check, before any route: FileNotFoundError on 3.5+, AssertionError on 3.0-3.4.
+    with pytest.raises((FileNotFoundError, AssertionError), match="nowhere"):
+        _create(tmp_path / "nowhere")
+
+
+def test_ais_bench_not_installed(asset_root, tmp_path):
+    folder = _copy(asset_root, tmp_path)
+    (folder / "inference.om").write_bytes(b"OM placeholder")  # the folder is complete; the runtime is not
+    hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
+    expected = "ais_bench is not importable.*aclruntime.*PADDLEX_NPU_RUNTIME=reference"
+    with pytest.raises(RuntimeUnavailableError, match=expected):
+        _create(folder, hpi)
+
+
+def test_default_runtime_is_the_device_not_a_silent_fallback(asset_root, monkeypatch):
+    monkeypatch.delenv("PADDLEX_NPU_RUNTIME", raising=False)
+    hpi = {k: v for k, v in NPU_HPI.items() if k != "backend_config"}
+    with pytest.raises((RuntimeUnavailableError, ModelFileError)):
+        _create(asset_root / "om" / DET, hpi)
+
+
+def test_unknown_backend_config_key(asset_root):
+    hpi = {**NPU_HPI, "backend_config": {"runtime": "reference", "custom_size": 10}}
+    with pytest.raises(ConfigError, match="custom_size.*Valid keys: .*custom_sizes"):
+        _create(asset_root / "om" / DET, hpi)
+
+
+def test_unknown_runtime(asset_root, monkeypatch):
+    monkeypatch.setenv("PADDLEX_NPU_RUNTIME", "gpu")
+    hpi = {k: v for k, v in NPU_HPI.items() if k != "backend_config"}
+    with pytest.raises(ConfigError, match="unknown runtime 'gpu'.*ais_bench, reference"):
+        _create(asset_root / "om" / DET, hpi)
+
+
+@only_runner_layout
+def test_om_engine_on_a_cpu_device(asset_root):
+    from paddlex import create_predictor
+
+    with pytest.raises(ConfigError, match="engine 'om' runs OM models on an Ascend NPU"):
+        create_predictor(DET, model_dir=str(asset_root / "om" / DET), device="cpu", engine="om")
+
+
+def test_shape_outside_the_om_range(asset_root):
+    import numpy as np
+
+    predictor = _create(asset_root / "om" / DET)
+    with pytest.raises(
+        InputShapeError,
+        match=r"input 'x' of shape \[1, 4, 64, 64\] is outside the OM's dymshape "
+        r"ranges x:\[-1,3,-1,-1\]: rebuild the OM with a wider --input_shape range",
+    ):
+        runner_of(predictor)([np.zeros((1, 4, 64, 64), np.float32)])
+
+
+def test_unsupported_paddlex_versions():
+    from paddlex_npu.paddlex.patcher import select_adapter
+
+    assert select_adapter("3.7.2") == "paddlex_35"
+    assert select_adapter("3.5.0") == "paddlex_35"
+    assert select_adapter("3.4.3") == "paddlex_34"
+    assert select_adapter("3.0.0") == "paddlex_34"
+    for version in ("2.1.0", "3.8.0", "4.0.0"):
+        expected = rf"supports paddlex>=3.0,<3.8 .*installed PaddleX is {version}"
+        with pytest.raises(UnsupportedPaddlexError, match=expected):
+            select_adapter(version)
+
+
+def test_unknown_layout_is_refused(monkeypatch):
+    from paddlex_npu import patcher
+
+    name = patcher.active_adapter()
+    adapter = patcher.load_adapter(name)
+    if LEGACY:
+        from paddlex.inference.models.base.predictor.base_predictor import BasePredictor
+
+        monkeypatch.delattr(BasePredictor, "_prepare_pp_option")
+    else:
+        from paddlex.inference.models.bindings import default_registry
+
+        monkeypatch.delattr(default_registry, "_registry")
+    assert adapter.missing_hooks()
+    with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched"):
+        patcher.load_adapter(name)
+
+
+def test_the_other_generation_s_layout_is_refused():
+    """Each adapter refuses the other generation's PaddleX (its hook points are missing)."""
+    from paddlex_npu import patcher
+
+    other = "paddlex_35" if LEGACY else "paddlex_34"
+    with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched"):
+        patcher.load_adapter(other)
+
+
+def test_unsupported_version_refused_on_install(monkeypatch):
+    from paddlex_npu import patcher
+
+    was = paddlex_npu.is_installed()
+    paddlex_npu.uninstall() if was else None
+    monkeypatch.setattr(patcher, "paddlex_version", lambda: "2.1.0")
+    try:
+        with pytest.raises(UnsupportedPaddlexError, match="supports paddlex>=3.0,<3.8"):
+            paddlex_npu.install()
+        assert not paddlex_npu.is_installed()
+    finally:
+        monkeypatch.undo()
+        if was:
+            paddlex_npu.install()
+
+
+def test_npu_device_without_om_raises_instead_of_aborting(asset_root):
+    """Stock PaddleX aborts the process (SIGABRT in Paddle Inference); with the plugin it is an exception.
+    Run in a child process so that a regression shows as a failed test, not a dead test session."""
+    code = textwrap.dedent(f"""
+        import paddlex_npu
+        from paddlex import create_predictor
+        try:
+            create_predictor({DET!r}, model_dir={str(asset_root / "paddle" / DET)!r}, device="npu:0")
+        except paddlex_npu.NpuDeviceUnavailableError as e:
+            print("RAISED:", e)
+        print("ALIVE")
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ}
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RAISED: device='npu:0' asks Paddle Inference for an Ascend NPU" in out.stdout
+    assert "hpi_config={'backend': 'om'" in out.stdout and "ALIVE" in out.stdout

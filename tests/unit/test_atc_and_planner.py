@@ -1,0 +1,74 @@
+"""ATC command syntax from manifests, and the gear planner (pure: no PaddleX, no model)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paddlex_npu.errors import ConfigError
+from paddlex_npu.om import manifest as mf
+from paddlex_npu.om.atc import atc_args
+from paddlex_npu.tools.planner import padding_ratio, plan_gears
+
+ATC = re.compile(
+    r"^atc --framework=5 --model=\S+\.onnx --output=\S+ --soc_version=Ascend\w+ --input_format=(NCHW|ND) "
+    r"--input_shape=\w+:[-\d~,]+(;\w+:[-\d~,]+)*"
+    r"( --dynamic_batch_size=\d+(,\d+)+| --dynamic_image_size=\d+,\d+(;\d+,\d+)+"
+    r"| --dynamic_dims=\d+(,\d+)*(;\d+(,\d+)*)+)?"
+    r" --precision_mode_v2=(fp16|origin)$"
+)
+
+
+@pytest.mark.parametrize(
+    "manifest, expect",
+    [
+        (
+            {
+                "mode": "dymshape",
+                "inputs": [{"name": "x", "shape": [1, 3, -1, -1], "range": [[1, 1], [3, 3], [32, 960], [32, 960]]}],
+            },
+            "--input_shape=x:1,3,32~960,32~960",
+        ),
+        ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 3, 48, -1]}]}, "--input_shape=x:-1,3,48,-1"),
+        (
+            {"mode": "dymbatch", "inputs": [{"name": "x", "shape": [-1, 3, 224, 224]}], "gears": [[1], [2], [4], [8]]},
+            "--input_shape=x:-1,3,224,224 --dynamic_batch_size=1,2,4,8",
+        ),
+        (
+            {"mode": "dymhw", "inputs": [{"name": "x", "shape": [1, 3, -1, -1]}], "gears": [[480, 640], [960, 960]]},
+            "--input_shape=x:1,3,-1,-1 --dynamic_image_size=480,640;960,960",
+        ),
+        (
+            {"mode": "dymdims", "inputs": [{"name": "x", "shape": [-1, 3, 48, -1]}], "gears": [[1, 320], [6, 3200]]},
+            "--input_format=ND --input_shape=x:-1,3,48,-1 --dynamic_dims=1,320;6,3200",
+        ),
+        (
+            {
+                "mode": "static",
+                "inputs": [{"name": "image", "shape": [1, 3, 800, 608]}, {"name": "scale_factor", "shape": [1, 2]}],
+            },
+            "--input_format=ND --input_shape=image:1,3,800,608;scale_factor:1,2",
+        ),
+    ],
+)
+def test_atc_commands_follow_atc_syntax(manifest, expect):
+    man = mf.parse(manifest, "test")
+    command = shlex.join(atc_args(Path("m/inference.onnx"), Path("out/inference"), "Ascend310P3", man, "fp16"))
+    plain = command.replace("'", "")
+    assert ATC.match(plain), plain
+    assert expect in plain
+
+
+def test_planner_beats_a_single_shape():
+    rng = np.random.default_rng(0)
+    samples = [[int(rng.integers(2, 30)) * 32, int(rng.integers(4, 30)) * 32] for _ in range(200)]
+    gears = plan_gears(samples, 6)
+    top = [[max(h for h, _ in samples), max(w for _, w in samples)]]
+    assert 2 <= len(gears) <= 6 and top[0] in gears
+    assert padding_ratio(samples, gears) < 0.75 * padding_ratio(samples, top)
+    with pytest.raises(ConfigError, match="ATC accepts 2 to 100 gears"):
+        plan_gears(samples, 101)

@@ -1,0 +1,173 @@
+"""The CPU reference runtime honours the ais_bench ``InferSession`` contract: descriptors, checks, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from paddlex_npu.run.reference import InferSession, dtype
+from tests.onnx_models import static_model, two_input_model
+
+
+@pytest.fixture()
+def dyn(tmp_path):
+    two_input_model(tmp_path / "inference.onnx")
+    return InferSession(0, str(tmp_path / "inference.om"))
+
+
+@pytest.fixture()
+def static(tmp_path):
+    static_model(tmp_path / "inference.onnx")
+    return InferSession(0, str(tmp_path / "inference.om"))
+
+
+def feeds(n=2, h=8, w=16):
+    return [np.random.rand(n, 3, h, w).astype(np.float32), np.arange(n * 2, dtype=np.int32).reshape(n, 2)]
+
+
+def test_descriptors_mark_dynamic_dims_and_zero_size(dyn):
+    ins, outs = dyn.get_inputs(), dyn.get_outputs()
+    assert [d.name for d in ins] == ["x", "a"]
+    assert ins[0].shape == [-1, 3, -1, -1] and ins[0].datatype == dtype.float32
+    assert ins[1].shape == [-1, 2] and ins[1].datatype == dtype.int32
+    assert all(d.size == 0 and d.realsize == 0 for d in ins + outs)
+    assert [d.name for d in outs] == ["x_out", "a_out"]
+
+
+def test_static_descriptors_have_byte_sizes(static):
+    (d,) = static.get_inputs()
+    assert d.shape == [1, 4] and d.size == d.realsize == 16
+    assert static.get_outputs()[0].size == 16
+
+
+def test_dymshape_runs_the_real_model_in_output_order(dyn, tmp_path):
+    f = feeds()
+    out = dyn.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    ref = ort.InferenceSession(str(tmp_path / "inference.onnx")).run(None, {"x": f[0], "a": f[1]})
+    assert [o.dtype for o in out] == [np.float32, np.int32]
+    np.testing.assert_array_equal(out[0], ref[0])
+    np.testing.assert_array_equal(out[1], ref[1])
+    assert dyn.get_inputs()[0].realsize == f[0].nbytes  # realsize follows the current shapes
+
+
+def test_static_mode(static):
+    (y,) = static.infer([np.zeros((1, 4), np.float32)])
+    np.testing.assert_array_equal(y, np.ones((1, 4), np.float32))
+
+
+@pytest.mark.parametrize(
+    "bad, exc, match",
+    [
+        ((np.zeros(3),), ValueError, "not a list"),
+        ([], ValueError, "list is empty"),
+    ],
+)
+def test_feeds_must_be_a_non_empty_list(dyn, bad, exc, match):
+    with pytest.raises(exc, match=match):
+        dyn.infer(list(bad) if isinstance(bad, list) else bad, mode="dymshape")
+
+
+def test_feed_types(dyn):
+    with pytest.raises(RuntimeError, match="type:.*invalid"):
+        dyn.infer([[1.0, 2.0], np.zeros((1, 2), np.int32)], mode="dymshape")
+
+
+@pytest.mark.parametrize(
+    "sizes, exc",
+    [
+        (0, ValueError),
+        (-5, ValueError),
+        (np.int64(100), TypeError),
+        (1.5, TypeError),
+        ([100, "x"], ValueError),
+        ([], ValueError),
+        (None, ValueError),
+        (17 * 1024**3, ValueError),
+    ],
+)
+def test_custom_sizes_validation(dyn, sizes, exc):
+    with pytest.raises(exc):
+        dyn.infer(feeds(), mode="dymshape", custom_sizes=sizes)
+
+
+def test_bad_mode_and_out_array(dyn):
+    with pytest.raises(ValueError, match="infer mode is illegal"):
+        dyn.infer(feeds(), mode="dynamic")
+    with pytest.raises(TypeError):
+        dyn.infer(feeds(), mode="dymshape", out_array=1)
+
+
+def test_output_larger_than_reserved(dyn):
+    with pytest.raises(RuntimeError, match=r"output 0 \(x_out\) needs 3072 bytes, larger than the 100"):
+        dyn.infer(feeds(2, 8, 16), mode="dymshape", custom_sizes=100)
+
+
+def test_byte_size_must_match_the_model_dtype(static):
+    with pytest.raises(RuntimeError, match="in size:32 needsize:16 not match"):
+        static.infer([np.zeros((1, 4), np.float64)])
+
+
+def test_static_mode_on_a_range_model_fails_like_the_device(dyn):
+    with pytest.raises(RuntimeError, match="needsize:0"):
+        dyn.infer(feeds(), mode="static")
+
+
+def test_gear_modes_on_a_range_model(dyn):
+    with pytest.raises(RuntimeError, match="not a dymbatch model! this OM was built as dymshape"):
+        dyn.infer(feeds(), mode="dymbatch")
+
+
+def test_input_count(dyn):
+    with pytest.raises(RuntimeError, match="nums not matched"):
+        dyn.infer(feeds()[:1], mode="dymshape")
+
+
+def test_shape_outside_range(tmp_path):
+    two_input_model(tmp_path / "inference.onnx")
+    manifest = {
+        "mode": "dymshape",
+        "inputs": [
+            {"name": "x", "shape": [-1, 3, -1, -1], "range": [[1, 4], [3, 3], [8, 64], [8, 64]]},
+            {"name": "a", "dtype": "int32", "shape": [-1, 2], "range": [[1, 4], [2, 2]]},
+        ],
+    }
+    s = InferSession(0, str(tmp_path / "inference.om"), manifest=manifest)
+    s.infer(feeds(2, 8, 64), mode="dymshape", custom_sizes=10**6)
+    with pytest.raises(RuntimeError, match=r"shape \[2, 3, 8, 128\] is outside the range .*\[1~4,3,8~64,8~64\]"):
+        s.infer(feeds(2, 8, 128), mode="dymshape", custom_sizes=10**6)
+    with pytest.raises(RuntimeError, match="outside the range"):
+        s.infer([np.zeros((1, 4, 8, 8), np.float32), np.zeros((1, 2), np.int32)], mode="dymshape")
+
+
+def test_illegal_dynamic_shape_string(dyn):
+    with pytest.raises(RuntimeError, match="illegal"):
+        dyn.set_dynamic_shape("x:1,3,0,8;a:1,2")
+    with pytest.raises(RuntimeError, match="illegal"):
+        dyn.set_dynamic_shape("x:1,1,1,1,1,1,1;a:1,2")
+
+
+def test_constructor_checks(tmp_path):
+    two_input_model(tmp_path / "inference.onnx")
+    with pytest.raises(RuntimeError, match="empty model path"):
+        InferSession(0, "")
+    with pytest.raises(ValueError, match="not an OM file"):
+        InferSession(0, str(tmp_path / "inference.onnx"))
+    with pytest.raises(ValueError):
+        InferSession(256, str(tmp_path / "inference.om"))
+    with pytest.raises(TypeError):
+        InferSession("0", str(tmp_path / "inference.om"))
+    with pytest.raises(ValueError):
+        InferSession(0, str(tmp_path / "inference.om"), loop=0)
+    with pytest.raises(RuntimeError, match="no ONNX model"):
+        InferSession(0, str(tmp_path / "other.om"))
+
+
+def test_free_resource_and_summary(dyn):
+    dyn.infer(feeds(), mode="dymshape", custom_sizes=10**6)
+    assert len(dyn.summary().exec_time_list) == 1
+    start, end = dyn.summary().exec_time_list[0]
+    assert end >= start
+    dyn.free_resource()
+    with pytest.raises(RuntimeError, match="freed"):
+        dyn.infer(feeds(), mode="dymshape")

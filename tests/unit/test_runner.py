@@ -1,0 +1,78 @@
+"""The OM runner: PaddleX's runner contract over an InferSession, with per-call output sizes."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from paddlex_npu.config import OMBackendConfig
+from paddlex_npu.errors import InputMismatchError
+from paddlex_npu.run.runner import build_om_runner
+from tests.helpers import spy_session
+from tests.onnx_models import two_input_model
+
+
+@pytest.fixture()
+def package(tmp_path):
+    two_input_model(tmp_path / "inference.onnx")
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    return tmp_path
+
+
+def make(package, **cfg):
+    return build_om_runner(package, runtime="reference", device_id=0, config=OMBackendConfig(**cfg))
+
+
+def test_inputs_sorted_by_name_reach_the_model_in_its_order(package):
+    runner = make(package)
+    x = np.random.rand(1, 3, 8, 8)  # float64: cast to the model's float32
+    a = np.array([[3, 4]], dtype=np.int64)  # int64: cast to int32
+    x_out, a_out = runner(x=[a, x])  # PaddleX passes inputs sorted by name: a, x
+    assert x_out.dtype == np.float32 and a_out.dtype == np.int32
+    np.testing.assert_allclose(x_out, (x * 2).astype(np.float32))
+    np.testing.assert_array_equal(a_out, a)
+    assert runner([a, x])[1].tolist() == [[3, 4]]  # positional form
+
+
+def test_custom_sizes_follow_the_input_shapes(package):
+    runner = make(package)
+    a = np.zeros((1, 2), np.int32)
+    with spy_session(runner.session) as calls:
+        runner([a, np.zeros((1, 3, 32, 32), np.float32)])
+        runner([a, np.zeros((1, 3, 32, 32), np.float32)])
+        runner([a, np.zeros((1, 3, 256, 256), np.float32)])
+    sizes = [c["custom_sizes"] for c in calls]
+    assert all(c["mode"] == "dymshape" for c in calls)
+    assert sizes[1][0] < sizes[2][0], sizes  # larger input, larger reservation
+    assert sizes[2][0] >= 3 * 256 * 256 * 4  # enough for the real output
+    assert sizes[1][0] < 1024 * 1024  # not a blanket constant
+
+
+def test_too_small_output_grows_and_retries_once(package, caplog):
+    runner = make(package, custom_sizes=[65536, 65536])
+    big = np.zeros((1, 3, 256, 256), np.float32)  # x_out needs 786432 bytes
+    with caplog.at_level(logging.WARNING, logger="paddlex_npu"), spy_session(runner.session) as calls:
+        x_out, _ = runner([np.zeros((1, 2), np.int32), big])
+    assert x_out.shape == (1, 3, 256, 256)
+    assert len(calls) == 2 and calls[1]["custom_sizes"][0] >= 786432
+    assert "retrying once" in caplog.text
+
+
+def test_wrong_input_count(package):
+    runner = make(package)
+    with pytest.raises(InputMismatchError, match="1 inputs given, the model has 2 \\(x, a\\)"):
+        runner([np.zeros((1, 3, 8, 8), np.float32)])
+
+
+def test_warmup_and_close(package, caplog):
+    with caplog.at_level(logging.INFO, logger="paddlex_npu"):
+        runner = make(package, warmup_runs=2)
+    assert "2 warm-up run(s) done" in caplog.text
+    session = runner.session
+    runner.close()
+    with pytest.raises(RuntimeError, match="freed"):
+        session.get_inputs()
+    with pytest.raises(RuntimeError, match="closed"):
+        runner([np.zeros((1, 2), np.int32), np.zeros((1, 3, 8, 8), np.float32)])
