@@ -35,6 +35,14 @@ class _InstallAfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def take_pending() -> bool:
+    """Drop a pending hook and say whether there was one: the patcher is about to import PaddleX itself, and
+    then installs if the hook was waiting for that."""
+    pending = any(isinstance(f, _InstallAfterImport) for f in sys.meta_path)
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _InstallAfterImport)]
+    return pending
+
+
 def install_when_paddlex_loads() -> None:
     """Install now if PaddleX is loaded, else as soon as it is; nothing when PaddleX is not installed."""
     from .patcher import install, is_installed

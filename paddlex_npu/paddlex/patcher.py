@@ -19,6 +19,7 @@ from .versions import SUPPORTED, SUPPORTED_TEXT, TESTED
 _lock = threading.RLock()
 _record: Optional[PatchRecord] = None
 _adapter: Optional[Adapter] = None
+_adapter_version: Optional[str] = None
 
 
 def paddlex_version() -> Optional[str]:
@@ -59,16 +60,19 @@ def load_adapter(name: str) -> Adapter:
 
 
 def adapter() -> Adapter:
-    """The adapter of the installed PaddleX (loaded and checked once), whether or not the route is installed."""
-    global _adapter
+    """The adapter of the installed PaddleX (loaded and checked once per version), installed or not."""
+    global _adapter, _adapter_version
     with _lock:
-        if _adapter is None:
-            version = paddlex_version()
-            if version is None:
-                raise UnsupportedPaddlexError(
-                    f"PaddleX is not installed: `pip install paddlex=={TESTED['paddlex_35']}`"
-                )
-            _adapter = load_adapter(select_adapter(version))
+        from .autoinstall import take_pending
+
+        install_after = take_pending()
+        version = paddlex_version()
+        if version is None:
+            raise UnsupportedPaddlexError(f"PaddleX is not installed: `pip install paddlex=={TESTED['paddlex_35']}`")
+        if _adapter is None or _adapter_version != version:
+            _adapter, _adapter_version = load_adapter(select_adapter(version)), version
+        if install_after and _record is None:
+            install()
         return _adapter
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from paddlex_npu.errors import ConfigError
@@ -9,47 +11,57 @@ from paddlex_npu.tools.coverage import coverage
 from tests.helpers import NPU_HPI
 from tests.paddlex.compat import LEGACY, only_runner_layout
 
+# Facts about PaddleX's models, independent of the rule the code applies: static-graph OCR/classification/
+# detection models take the route; generation-loop (dynamic-graph) models do not.
+ELIGIBLE = ["PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec", "PP-LCNet_x1_0_doc_ori", "PicoDet_layout_1x"]
 
-def _registry():
-    """model -> (predictor class name, runs a static model) from the installed PaddleX."""
+
+def _registered_models():
+    """model -> predictor class name, straight from PaddleX (not through paddlex-npu)."""
     if LEGACY:
         from paddlex.inference.models.base.predictor.base_predictor import BasePredictor
 
-        from paddlex_npu.tools.coverage import calls_static_infer
-
-        return {m: (c.__name__, calls_static_infer(c)) for m, c in BasePredictor.all().items()}
+        return {m: c.__name__ for m, c in BasePredictor.all().items()}
     from paddlex.inference.models.bindings import default_registry
-    from paddlex.inference.models.predictors import RunnerPredictor
 
     out = {}
     for model, engines in default_registry._registry.items():
-        b = engines.get("paddle_static")
-        static = b is not None and issubclass(b.predictor, RunnerPredictor)
-        out[model] = ((b or next(iter(engines.values()))).predictor.__name__, static)
-        if static:
-            assert engines["om"].predictor is b.predictor  # the route's binding reuses PaddleX's predictor
+        b = engines.get("paddle_static") or next(iter(engines.values()))
+        out[model] = b.predictor.__name__
     return out
 
 
-def test_coverage_matches_the_registry():
+def test_coverage_counts_every_registered_model_once():
+    rows = coverage()
+    registered = _registered_models()
+    assert sum(r.models for r in rows) == len(registered)
+    per_class = Counter(registered.values())
+    for r in rows:
+        assert r.models == per_class[r.predictor], r.predictor
+
+
+def test_coverage_agrees_with_what_the_route_accepts():
     rows = {r.predictor: r for r in coverage()}
-    registry = _registry()
-    static_classes = {cls for cls, static in registry.values() if static}
-    for cls in static_classes:
-        assert rows[cls].npu_route, cls
-        assert rows[cls].models == sum(1 for c, s in registry.values() if c == cls and s)
-    assert sum(r.models for r in rows.values() if r.npu_route) == sum(1 for _, s in registry.values() if s)
-    assert any(not r.npu_route for r in rows.values())
-    if not LEGACY:
+    registered = _registered_models()
+    for model in ELIGIBLE:
+        assert rows[registered[model]].npu_route, model
+    if not LEGACY:  # the route's own registry: an ``om`` binding exactly for the models the table calls eligible
+        from paddlex.inference.models.bindings import default_registry
+
+        with_om = {m for m, engines in default_registry._registry.items() if "om" in engines}
+        eligible = {m for m, cls in registered.items() if rows[cls].npu_route}
+        assert with_om == eligible
         assert rows["TextDetRunnerPredictor"].detail == "gears/static: text detection"
         assert "flip" in rows["FaceFeaturePredictor"].detail and "prompt" in rows["OVDetRunnerPredictor"].detail
-        assert not rows["WhisperRunnerPredictor"].npu_route and "dynamic-graph" in rows["WhisperRunnerPredictor"].detail
+        assert not rows["WhisperRunnerPredictor"].npu_route
+        assert "dynamic-graph" in rows["WhisperRunnerPredictor"].detail
+    assert any(not r.npu_route for r in rows.values())
 
 
 @only_runner_layout
 def test_a_model_without_a_static_graph_refuses_the_route(tmp_path):
     from paddlex import create_predictor
 
-    name = next(m for m, (cls, static) in _registry().items() if not static and cls.startswith("Whisper"))
+    name = next(m for m, cls in _registered_models().items() if cls.startswith("Whisper"))
     with pytest.raises(ConfigError, match=rf"{name} has no static model to convert to an OM"):
         create_predictor(name, model_dir=str(tmp_path), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)

@@ -69,11 +69,15 @@ def test_ais_bench_not_installed(asset_root, tmp_path):
         _create(folder, hpi)
 
 
-def test_default_runtime_is_the_device_not_a_silent_fallback(asset_root, monkeypatch):
+def test_default_runtime_is_the_device_not_a_silent_fallback(asset_root, tmp_path, monkeypatch):
+    """A complete package (inference.om + inference.onnx) and no runtime chosen: the device runtime is tried and
+    refused for want of ais_bench; the ONNX beside it is never run instead."""
+    folder = _copy(asset_root, tmp_path)
+    (folder / "inference.om").write_bytes(b"OM placeholder")
     monkeypatch.delenv("PADDLEX_NPU_RUNTIME", raising=False)
     hpi = {k: v for k, v in NPU_HPI.items() if k != "backend_config"}
-    with pytest.raises((RuntimeUnavailableError, ModelFileError)):
-        _create(asset_root / "om" / DET, hpi)
+    with pytest.raises(RuntimeUnavailableError, match="ais_bench is not importable"):
+        _create(folder, hpi)
 
 
 def test_unknown_backend_config_key(asset_root):
@@ -123,9 +127,9 @@ def test_unsupported_paddlex_versions():
 
 
 def test_unknown_layout_is_refused(monkeypatch):
-    from paddlex_npu import patcher
+    from paddlex_npu.paddlex import patcher
 
-    name = patcher.active_adapter()
+    name = patcher.adapter().name
     adapter = patcher.load_adapter(name)
     if LEGACY:
         from paddlex.inference.models.base.predictor.base_predictor import BasePredictor
@@ -142,7 +146,7 @@ def test_unknown_layout_is_refused(monkeypatch):
 
 def test_the_other_generation_s_layout_is_refused():
     """Each adapter refuses the other generation's PaddleX (its hook points are missing)."""
-    from paddlex_npu import patcher
+    from paddlex_npu.paddlex import patcher
 
     other = "paddlex_35" if LEGACY else "paddlex_34"
     with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched"):
@@ -150,7 +154,7 @@ def test_the_other_generation_s_layout_is_refused():
 
 
 def test_unsupported_version_refused_on_install(monkeypatch):
-    from paddlex_npu import patcher
+    from paddlex_npu.paddlex import patcher
 
     was = paddlex_npu.is_installed()
     paddlex_npu.uninstall() if was else None

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from paddlex_npu.testing import assets
-from paddlex_npu.tools.fork_patch import find_paddlex_dir, plan
+from paddlex_npu.tools.fork_patch import find_paddlex_dir, load_patch
 from tests.helpers import ENGLISH, NPU_HPI, REPO, norm
 
 
@@ -66,7 +66,7 @@ def test_patch_applies_routes_without_the_import_and_reverts_byte_for_byte(site,
         p = create_pipeline(config=json.loads({json.dumps(json.dumps(config))}), device="npu:0", use_hpip=True,
                             hpi_config={NPU_HPI!r})
         (res,) = list(p.predict({str(images["english"])!r}))
-        import paddlex_npu, paddlex_npu.runner as r
+        import paddlex_npu, paddlex_npu.run.runner as r
         det = getattr(p.text_det_model, "runner", None) or p.text_det_model.infer
         print(json.dumps({{"texts": list(res["rec_texts"]), "om": isinstance(det, r.OMRunner),
                            "monkeypatched": paddlex_npu.is_installed()}}))
@@ -85,7 +85,7 @@ def test_patch_applies_routes_without_the_import_and_reverts_byte_for_byte(site,
 
 
 def test_a_hunk_that_does_not_apply_leaves_every_file_untouched(site):
-    p = plan(site / "paddlex")
+    p = load_patch(site / "paddlex")
     target = p.root / p.files[0].path
     original = target.read_bytes()
     hunk = p.files[0].hunks[-1]

@@ -1,0 +1,103 @@
+"""The package's layers: each module imports only from its own layer or those below it, PaddleX only in the
+``paddlex`` layer, and the runtime layers import without PaddleX."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
+
+# Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
+ORDER = ["base", "om", "run", "paddlex", "tools", "testing", "cli"]
+BASE = {"errors", "config", "log", "version"}
+# Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
+FORBIDDEN = {
+    "base": {"paddlex", "paddle"},
+    "om": {"paddlex", "paddle", "onnxruntime"},
+    "run": {"paddlex", "paddle"},
+    "tools": {"paddlex"},
+    "testing": {"paddlex"},
+}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    head = parts[1]
+    return "base" if head in BASE else head
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        yield (name[: -len(".__init__")] if name.endswith(".__init__") else name), path
+
+
+def imports(name: str, path: Path):
+    """(imported module, is it inside paddlex_npu) for every import statement, including function-level ones."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+                if node.module is None:  # from . import x
+                    for alias in node.names:
+                        yield f"{target}.{alias.name}"
+                    continue
+                yield target
+            else:
+                yield node.module
+
+
+@pytest.mark.parametrize("name, path", list(modules()), ids=[n for n, _ in modules()])
+def test_no_module_imports_upward_or_paddlex_outside_its_layer(name, path):
+    own = layer_of(name)
+    if own == "root":  # paddlex_npu/__init__.py: the public surface, allowed to reach the patcher
+        return
+    for target in imports(name, path):
+        top = target.split(".")[0]
+        if top == "paddlex_npu":
+            other = layer_of(target)
+            if other == "root":
+                pytest.fail(f"{name} imports the package root ({target}); import the module that defines it")
+            if other in ORDER and ORDER.index(other) > ORDER.index(own):
+                pytest.fail(f"{name} ({own} layer) imports {target} ({other} layer, above it)")
+        elif top in FORBIDDEN.get(own, ()):
+            pytest.fail(f"{name} ({own} layer) imports {top}, which only the paddlex layer may import")
+
+
+def test_runtime_layers_import_without_paddlex():
+    """A PaddleX-less interpreter (imports of paddlex/paddle blocked) loads the om and run layers and the
+    package itself, and ``install()`` then says what to install."""
+    code = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split('.')[0] in ('paddlex', 'paddle'):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Block())
+import importlib.util
+importlib.util.find_spec = (lambda f: lambda n, *a: None if n.split('.')[0] in ('paddlex', 'paddle') else f(n, *a))(
+    importlib.util.find_spec)
+import paddlex_npu
+from paddlex_npu.om import atc, manifest, package
+from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session
+from paddlex_npu.tools import planner
+assert not paddlex_npu.is_installed()
+assert 'paddlex' not in sys.modules and 'paddle' not in sys.modules
+print('ok')
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
