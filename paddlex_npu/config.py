@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Literal, Mapping, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, ValidationError, field_validator
 
 from .errors import ConfigError
+
+MAX_CUSTOM_SIZE = 16 * 1024**3
 
 
 class OMBackendConfig(BaseModel):
@@ -17,11 +19,11 @@ class OMBackendConfig(BaseModel):
     runtime: Optional[Literal["ais_bench", "reference"]] = Field(
         None, description="session runtime; default: $PADDLEX_NPU_RUNTIME, else ais_bench"
     )
-    custom_sizes: Optional[Union[int, List[int]]] = Field(
-        None, description="bytes reserved per output; default: computed per call from the input shapes"
+    custom_sizes: Optional[Union[StrictInt, List[StrictInt]]] = Field(
+        None, description="bytes reserved per output, in (0, 16 GiB]; default: computed per call from the input shapes"
     )
     warmup_runs: int = Field(0, ge=0, description="inferences run at load time on zero inputs")
-    warmup_shapes: Optional[Dict[str, List[int]]] = Field(
+    warmup_shapes: Optional[Dict[str, List[PositiveInt]]] = Field(
         None, description="input name -> shape used for warm-up (default: dynamic dims set to 1 / 64)"
     )
     manifest: Optional[Dict[str, Any]] = Field(
@@ -30,6 +32,17 @@ class OMBackendConfig(BaseModel):
     pad_value: float = Field(0.0, description="value that pads inputs up to a gear (after normalisation)")
     acl_json_path: Optional[str] = Field(None, description="acl.json for profiling or dump")
     debug: bool = Field(False, description="ais_bench debug logs")
+
+    @field_validator("custom_sizes")
+    @classmethod
+    def _sizes_in_range(cls, value: Union[int, List[int], None]) -> Union[int, List[int], None]:
+        sizes = [value] if isinstance(value, int) else value
+        if sizes is not None and not sizes:
+            raise ValueError("an empty list: give one size per output, or leave custom_sizes out")
+        for size in sizes or []:
+            if not 0 < size <= MAX_CUSTOM_SIZE:
+                raise ValueError(f"{size} bytes is outside (0, {MAX_CUSTOM_SIZE}] (ais_bench's limit, 16 GiB)")
+        return value
 
 
 class OMEngineConfig(OMBackendConfig):
@@ -40,9 +53,14 @@ class OMEngineConfig(OMBackendConfig):
 
 
 def validate(model: type, raw: Mapping[str, Any], where: str) -> BaseModel:
-    """Validate ``raw`` with ``model``; errors name the bad key and the valid ones."""
+    """Validate ``raw`` with ``model``; errors name the bad key, the value given, and what is allowed."""
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"invalid {where}: {problems}. Valid keys: {', '.join(sorted(model.model_fields))}") from None
+        problems, unknown = [], False
+        for e in exc.errors():
+            loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+            unknown |= e["type"] == "extra_forbidden"
+            problems.append(f"{loc}: {e['msg']} (got {e['input']!r})")
+        valid = f". Valid keys: {', '.join(sorted(model.model_fields))}" if unknown else ""
+        raise ConfigError(f"invalid {where}: {'; '.join(problems)}{valid}") from None

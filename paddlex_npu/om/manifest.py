@@ -44,6 +44,24 @@ MIN_GEARS, MAX_GEARS = 2, 100
 NO_DYMSHAPE_SOCS = ("Ascend310", "Ascend310B")  # CANN: no dynamic shape (ranges) on 310 / 310B
 
 
+# Input dtypes an OM can have (aclDataType's, by their numpy names).
+DTYPES = (
+    "float32",
+    "float16",
+    "int8",
+    "int32",
+    "uint8",
+    "int16",
+    "uint16",
+    "uint32",
+    "int64",
+    "uint64",
+    "float64",
+    "bool",
+)
+FORMATS = ("NCHW", "NHWC", "ND")
+
+
 class InputSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -52,6 +70,22 @@ class InputSpec(BaseModel):
     format: str = "NCHW"
     shape: List[int]
     range: Optional[List[Tuple[int, int]]] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> InputSpec:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"input {self.name}: dtype {self.dtype!r} is not one an OM takes ({', '.join(DTYPES)})")
+        if self.format not in FORMATS:
+            raise ValueError(f"input {self.name}: format {self.format!r} is not one of {', '.join(FORMATS)}")
+        if any(d == 0 or d < -1 for d in self.shape):
+            raise ValueError(f"input {self.name}: shape {self.shape} has dims that are neither positive nor -1")
+        for j, (lo, hi) in enumerate(self.range or []):
+            fixed = self.shape[j] if j < len(self.shape) else -1
+            if lo < 1 or (hi != -1 and hi < lo):
+                raise ValueError(f"input {self.name}: range [{lo}, {hi}] of dim {j} is empty or below 1 (lo <= hi)")
+            if fixed > 0 and (lo, hi) != (fixed, fixed):
+                raise ValueError(f"input {self.name}: dim {j} is fixed at {fixed}, so its range is [{fixed}, {fixed}]")
+        return self
 
     @property
     def dynamic_dims(self) -> List[int]:

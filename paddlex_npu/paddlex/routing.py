@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..config import OMBackendConfig, validate
-from ..errors import NpuDeviceUnavailableError
+from ..errors import ConfigError, NpuDeviceUnavailableError
+from ..log import logger
 
 OMRoute = Tuple[int, OMBackendConfig]  # (device_id, backend options)
 
@@ -43,16 +44,31 @@ def device_of(device: Optional[str], cfg: Mapping[str, Any]) -> Tuple[Optional[s
 
 
 def om_route(use_hpip: Any, hpi_config: Any, device: Optional[str]) -> Optional[OMRoute]:
-    """(device_id, backend options) when a call asks for HPI backend ``om`` on an NPU, else None."""
+    """(device_id, backend options) when a call asks for HPI backend ``om``, else None. Backend ``om`` on a
+    device that is not an NPU is a :class:`ConfigError` (PaddleX would only say that ultra-infer is missing)."""
     if not use_hpip:
         return None
     hpi = as_dict(hpi_config)
     if hpi.get("backend") != "om":
         return None
+    _warn_on_device_conflict(device, hpi)
     device_type, device_id = device_of(device, hpi)
     if device_type != "npu":
-        return None
+        where = f"device={device!r}" if device else f"hpi_config['device_type']={hpi.get('device_type')!r}"
+        raise ConfigError(
+            f"hpi backend 'om' runs OM models on an Ascend NPU, but {where} is not an NPU: pass device='npu:N' "
+            "(and hpi_config device_type 'npu'), or choose another backend for that device"
+        )
     return device_id, validate(OMBackendConfig, hpi.get("backend_config") or {}, "hpi_config['backend_config']")
+
+
+def _warn_on_device_conflict(device: Optional[str], hpi: Mapping[str, Any]) -> None:
+    kind, index = parse_device(device)
+    cfg_type, cfg_id = hpi.get("device_type"), hpi.get("device_id")
+    if kind is not None and cfg_type is not None and kind != cfg_type:
+        logger.warning("device=%r and hpi_config device_type=%r disagree: device wins", device, cfg_type)
+    if index is not None and cfg_id is not None and int(cfg_id) != index:
+        logger.warning("device=%r and hpi_config device_id=%s disagree: device wins (npu:%d)", device, cfg_id, index)
 
 
 def paddle_has_npu() -> bool:

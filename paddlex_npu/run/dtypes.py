@@ -56,9 +56,6 @@ ONNX_TYPES = {
     "tensor(bool)": dtype.bool,
 }
 
-# Names a manifest may give an input's dtype (numpy names of the types above).
-DTYPE_NAMES = tuple(np.dtype(t).name for t in NUMPY_OF.values())
-
 
 def numpy_dtype(code: Union[dtype, int]) -> np.dtype:
     """numpy dtype of an aclDataType code (real ``aclruntime.dtype`` values work too)."""

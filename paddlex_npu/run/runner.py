@@ -77,9 +77,7 @@ class OMRunner:
                 f"the OM manifest names inputs {[i.name for i in manifest.inputs]}, the OM has "
                 f"{self.input_names}: the manifest belongs to another model"
             )
-        fixed = config.custom_sizes
-        if isinstance(fixed, int):
-            fixed = [fixed] * len(self._out_descs)
+        fixed = _fixed_sizes(config, self.output_names)
         self._sizer = OutputSizer(
             [list(d.shape) for d in self._out_descs],
             [numpy_dtype(d.datatype).itemsize for d in self._out_descs],
@@ -185,6 +183,46 @@ class OMRunner:
         return self._opened
 
 
+def _fixed_sizes(config: OMBackendConfig, outputs: List[str]) -> Optional[List[int]]:
+    """``custom_sizes`` as one size per output (validated in range by the config); a list must match the outputs."""
+    sizes = config.custom_sizes
+    if sizes is None:
+        return None
+    if isinstance(sizes, int):
+        return [sizes] * len(outputs)
+    if len(sizes) != len(outputs):
+        raise ConfigError(
+            f"backend_config['custom_sizes'] has {len(sizes)} sizes, the model has {len(outputs)} outputs "
+            f"({', '.join(outputs)}): give one size per output, or a single int for all"
+        )
+    return list(sizes)
+
+
+def _check_warmup_shapes(config: OMBackendConfig, runner: OMRunner) -> None:
+    unknown = sorted(set(config.warmup_shapes or {}) - set(runner.input_names))
+    if unknown:
+        raise ConfigError(
+            f"backend_config['warmup_shapes'] names {unknown}, which are not inputs of {runner.name} "
+            f"(its inputs: {', '.join(runner.input_names)})"
+        )
+
+
+def _warn_on_checksum(package: OMPackage, manifest: Optional[mf.OMManifest]) -> None:
+    """One warning when the ONNX beside the OM is not the one the manifest says the OM was built from."""
+    if manifest is None or not manifest.onnx_sha256 or package.onnx_path is None:
+        return
+    actual = mf.sha256(package.onnx_path)
+    if actual != manifest.onnx_sha256:
+        logger.warning(
+            "%s: inference.onnx (sha256 %s...) is not the ONNX the OM was built from (manifest onnx_sha256 %s...): "
+            "the reference runtime runs this ONNX, the device runs the OM; rebuild the package with "
+            "`paddlex-npu convert` so that both are the same model",
+            package.model_dir,
+            actual[:12],
+            manifest.onnx_sha256[:12],
+        )
+
+
 def build_om_runner(
     model_dir: Any,
     *,
@@ -204,10 +242,12 @@ def build_om_runner(
     given = given_manifest(package, config)
     if given is not None:
         given.check_soc()
+    _warn_on_checksum(package, given)
     opened = open_session(runtime, package, device_id, given, acl_json_path=config.acl_json_path, debug=config.debug)
     manifest = given or _manifest_from_descriptors(opened)
     name = model_name or package.model_dir.name
     runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)
+    _check_warmup_shapes(config, runner)
     logger.info(
         "OM runner for %s: %s (%s) on npu:%d via %s (inputs %s)",
         name,

@@ -20,10 +20,10 @@ from tests.paddlex.compat import LEGACY, only_runner_layout, runner_of
 DET = "PP-OCRv4_mobile_det"
 
 
-def _create(model_dir, hpi=NPU_HPI, **kw):
+def _create(model_dir, hpi=NPU_HPI, device="npu:0", **kw):
     from paddlex import create_predictor
 
-    return create_predictor(DET, model_dir=str(model_dir), device="npu:0", use_hpip=True, hpi_config=hpi, **kw)
+    return create_predictor(DET, model_dir=str(model_dir), device=device, use_hpip=True, hpi_config=hpi, **kw)
 
 
 def _copy(asset_root, tmp_path, drop=()):
@@ -187,3 +187,27 @@ def test_npu_device_without_om_raises_instead_of_aborting(asset_root):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "RAISED: device='npu:0' asks Paddle Inference for an Ascend NPU" in out.stdout
     assert "hpi_config={'backend': 'om'" in out.stdout and "ALIVE" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "device, hpi, where",
+    [
+        ("cpu", NPU_HPI, "device='cpu'"),
+        (None, {**NPU_HPI, "device_type": "gpu"}, "hpi_config\\['device_type'\\]='gpu'"),
+    ],
+)
+def test_backend_om_on_a_device_that_is_not_an_npu(asset_root, device, hpi, where):
+    from paddlex import create_predictor
+
+    with pytest.raises(ConfigError, match=rf"hpi backend 'om' runs OM models on an Ascend NPU, but {where}"):
+        create_predictor(DET, model_dir=str(asset_root / "om" / DET), device=device, use_hpip=True, hpi_config=hpi)
+
+
+def test_device_and_hpi_device_id_disagree_warns_once(asset_root, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="paddlex_npu"):
+        predictor = _create(asset_root / "om" / DET, {**NPU_HPI, "device_id": 0}, device="npu:1")
+    assert runner_of(predictor).device_id == 1
+    notes = [r.getMessage() for r in caplog.records if "disagree" in r.getMessage()]
+    assert notes == ["device='npu:1' and hpi_config device_id=0 disagree: device wins (npu:1)"]

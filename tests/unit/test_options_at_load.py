@@ -1,0 +1,75 @@
+"""Options that could only fail later are refused when the model loads, naming the value and what is allowed."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from paddlex_npu.config import OMBackendConfig, validate
+from paddlex_npu.errors import ConfigError
+from paddlex_npu.om import manifest as mf
+from paddlex_npu.run.runner import build_om_runner
+from tests.onnx_models import two_input_model
+
+WHERE = "hpi_config['backend_config']"
+
+
+@pytest.fixture()
+def package(tmp_path):
+    two_input_model(tmp_path / "inference.onnx")
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        (-1, r"-1 bytes is outside \(0, 17179869184\]"),
+        (0, r"0 bytes is outside \(0, 17179869184\]"),
+        (2**40, r"1099511627776 bytes is outside"),
+        ([], "an empty list: give one size per output"),
+        ("100", r"valid integer \(got '100'\)"),
+        (True, r"valid integer \(got True\)"),
+        ([100, 2.5], r"valid integer \(got 2.5\)"),
+    ],
+)
+def test_bad_custom_sizes_are_refused_at_load(value, match):
+    with pytest.raises(ConfigError, match=rf"invalid hpi_config\['backend_config'\]: custom_sizes.*{match}"):
+        validate(OMBackendConfig, {"custom_sizes": value}, WHERE)
+
+
+def test_custom_sizes_list_must_match_the_outputs(package):
+    with pytest.raises(ConfigError, match=r"3 sizes, the model has 2 outputs \(x_out, a_out\)"):
+        build_om_runner(package, runtime="reference", device_id=0, config=OMBackendConfig(custom_sizes=[1, 2, 3]))
+
+
+def test_warmup_shapes_must_name_inputs(package):
+    config = OMBackendConfig(warmup_runs=1, warmup_shapes={"image": [1, 3, 8, 8]})
+    with pytest.raises(ConfigError, match=r"names \['image'\], which are not inputs .*\(its inputs: x, a\)"):
+        build_om_runner(package, runtime="reference", device_id=0, config=config)
+    with pytest.raises(ConfigError, match="warmup_shapes.*greater than 0"):
+        validate(OMBackendConfig, {"warmup_shapes": {"x": [1, 3, 0, 8]}}, WHERE)
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ({"name": "x", "dtype": "complex", "shape": [1, 3, -1, -1]}, "dtype 'complex' is not one an OM takes"),
+        ({"name": "x", "shape": [1, 3, -1, -1], "range": [[1, 1], [3, 3], [64, 32], [32, 64]]}, r"range \[64, 32\]"),
+        ({"name": "x", "shape": [1, 3, -1, -1], "range": [[1, 1], [4, 4], [32, 64], [32, 64]]}, "fixed at 3"),
+        ({"name": "x", "shape": [1, 3, 0, -1]}, "neither positive nor -1"),
+    ],
+)
+def test_impossible_manifests_are_refused(spec, match):
+    with pytest.raises(ConfigError, match=match):
+        mf.parse({"mode": "dymshape", "inputs": [spec]}, "test")
+
+
+def test_a_manifest_for_another_onnx_gives_one_warning(package, caplog):
+    man = mf.default_for(["x", "a"], [[-1, 3, -1, -1], [-1, 2]], ["float32", "int32"], [])
+    man.model_copy(update={"onnx_sha256": "0" * 64}).save(package / mf.MANIFEST_NAME)
+    with caplog.at_level(logging.WARNING, logger="paddlex_npu"):
+        build_om_runner(package, runtime="reference", device_id=0, config=OMBackendConfig())
+    warnings = [r for r in caplog.records if "is not the ONNX the OM was built from" in r.getMessage()]
+    assert len(warnings) == 1 and "paddlex-npu convert" in warnings[0].getMessage()
