@@ -29,3 +29,8 @@ class InputMismatchError(PaddlexNpuError, ValueError):
 
 class ConfigError(PaddlexNpuError, ValueError):
     """An invalid ``backend_config`` / ``engine_config`` for the OM route."""
+
+
+class DeviceCallError(PaddlexNpuError, RuntimeError):
+    """A session call failed after the inputs passed every check; the message names the model, the input shapes
+    and the output sizes reserved, and the option to raise."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,6 +70,19 @@ def spy_session(session: Any) -> Iterator[List[Dict[str, Any]]]:
         yield calls
     finally:
         session.infer = original
+
+
+@contextmanager
+def raises_acl_failure(capsys: Any, detail: str) -> Iterator[None]:
+    """A device-side failure as ais_bench gives it: ``RuntimeError`` with only the generic ACL text, the detail
+    (matched by the regex ``detail``) on stdout."""
+    import pytest
+
+    with pytest.raises(RuntimeError) as info:
+        yield
+    assert str(info.value) == "[-1][ACL: general failure] "
+    out = capsys.readouterr().out
+    assert re.search(detail, out), out
 
 
 def om_package(asset_root: Path, model: str, dest: Path, manifest: dict) -> Path:

@@ -10,14 +10,13 @@ fails on large ones, so sizes are computed per call from the actual input shapes
   linearly with the input); before the first observation a generous multiple of the input bytes is used;
 - every size is at least :data:`MIN_BYTES`.
 
-When the runtime reports an output larger than reserved, :meth:`OutputSizer.grow` enlarges the sizes (to the
-needed size where the error names it) and the runner retries once.
+There is no retry: on a device a failed call leaks memory and its error says nothing, so the sizes must hold
+on the first call; an explicit ``custom_sizes`` overrides them.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import threading
 from typing import List, Optional, Sequence
 
@@ -26,10 +25,7 @@ import numpy as np
 MIN_BYTES = 64 * 1024
 INITIAL_BYTES_PER_INPUT_BYTE = 16
 HEADROOM = 1.25
-GROWTH = 4
 MAX_BYTES = 16 * 1024**3
-
-_NEEDS = re.compile(r"output (\d+) .*needs (\d+) bytes")
 
 
 def _aligned(n: float) -> int:
@@ -77,21 +73,3 @@ class OutputSizer:
                 r = out.nbytes / elements
                 if self._ratio[i] is None or r > self._ratio[i]:
                     self._ratio[i] = r
-
-    def grow(self, reserved: Sequence[int], inputs: Sequence[np.ndarray], error: str) -> List[int]:
-        """Larger sizes after the runtime reported an output larger than ``reserved``."""
-        grown = [_aligned(s * GROWTH) for s in reserved]
-        match = _NEEDS.search(error)
-        if match:
-            index, needed = int(match.group(1)), int(match.group(2))
-            if index < len(grown):
-                grown[index] = max(grown[index], _aligned(needed * HEADROOM))
-        if self._fixed is not None:
-            self._fixed = grown
-        else:
-            elements = max(1, sum(a.size for a in inputs))
-            with self._lock:
-                for i, size in enumerate(grown):
-                    if self._static[i] is None:
-                        self._ratio[i] = max(self._ratio[i] or 0.0, size / elements / HEADROOM)
-        return grown

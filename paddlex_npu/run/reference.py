@@ -6,9 +6,10 @@ the ONNX model the ``.om`` was converted from with ONNX Runtime, under the shape
 with. Everything above the session (runner, shape policy, PaddleX adapters) is the same code on an NPU
 and here, so a mistake that would fail on the device fails here too.
 
-Known, documented differences from a real OM:
+As on the device, a failing device-side check raises ``RuntimeError("[-1][ACL: general failure] ")`` and prints
+its detail to stdout (ais_bench's ``ERROR_LOG``); the Python-side checks of ais_bench's ``interface.py`` keep
+their own texts. Known, documented differences from a real OM:
 - output descriptor names are the ONNX names (an OM reports ``"<op>:<index>:<name>"``);
-- the "output larger than reserved" error names the sizes (the device only logs them);
 - ``size``/``realsize`` follow the CANN rules for static and range (``dymshape``) models.
 """
 
@@ -186,10 +187,7 @@ class InferSession:
         self._require_built("dymbatch")
         gears = [g[0] for g in self.manifest.gears]
         if dym_batch not in gears:
-            raise RuntimeError(
-                f"[-1][ACL: general failure] the dymBatch parameter {dym_batch} is not correct, "
-                f"the OM's batch gears are {gears}"
-            )
+            raise _acl_failure(f"the dymBatch parameter {dym_batch} is not correct, the OM's batch gears are {gears}")
         gear = self._gears[gears.index(dym_batch)]
         self._set_gear(gear)
 
@@ -199,10 +197,7 @@ class InferSession:
         self._require_built("dymhw")
         gears = [tuple(g) for g in self.manifest.gears]
         if (w, h) not in gears:
-            raise RuntimeError(
-                f"[-1][ACL: general failure] the dymHW parameter {w},{h} is not correct, "
-                f"the OM's H,W gears are {[list(g) for g in gears]}"
-            )
+            raise _acl_failure(f"the dymHW parameter {w},{h} is not correct, the OM's H,W gears are {gears}")
         self._set_gear(self._gears[gears.index((w, h))])
 
     def set_dynamic_dims(self, dym_dims: str) -> None:
@@ -214,9 +209,8 @@ class InferSession:
             if shapes == gear:
                 self._set_gear(gear)
                 return
-        raise RuntimeError(
-            f"[-1][ACL: general failure] the dynamic_dims parameter {dym_dims} is not correct: "
-            f"not one of the OM's {self.manifest.describe()}"
+        raise _acl_failure(
+            f"the dynamic_dims parameter {dym_dims} is not correct: not one of the OM's {self.manifest.describe()}"
         )
 
     def _set_gear(self, gear: List[List[int]]) -> None:
@@ -233,10 +227,7 @@ class InferSession:
     def set_dynamic_shape(self, dym_shape: str) -> None:
         self._check_alive()
         if self.built_mode != "dymshape":
-            raise RuntimeError(
-                f"[1][ACL: invalid parameter] set_dynamic_shape on a {self.built_mode} OM: it was "
-                f"built without shape ranges; infer with mode='{self.built_mode}'"
-            )
+            raise _acl_failure(f"set_dynamic_shape on a {self.built_mode} OM: it was built without shape ranges")
         parsed = _parse_dym_string(dym_shape)
         by_name = {d.name: i for i, d in enumerate(self.intensors_desc)}
         for name, dims in parsed.items():
@@ -244,9 +235,9 @@ class InferSession:
                 raise RuntimeError(f"set_dynamic_shape: no input named {name!r} (inputs: {list(by_name)})")
             i = by_name[name]
             if not in_ranges(dims, self._ranges[i]):
-                raise RuntimeError(
-                    f"[1][ACL: invalid parameter] input {name!r} shape {dims} is outside the range the OM was "
-                    f"built with: {self.manifest.describe()}"
+                raise _acl_failure(
+                    f"input {name!r} shape {dims} is outside the range the OM was built with: "
+                    f"{self.manifest.describe()}"
                 )
             desc = self.intensors_desc[i]
             desc.realsize = math.prod(dims) * numpy_dtype(desc.datatype).itemsize
@@ -331,9 +322,8 @@ class InferSession:
         feed = {}
         for i, (arr, desc) in enumerate(zip(inputs, self.intensors_desc)):
             if arr.nbytes != desc.realsize:
-                raise RuntimeError(
-                    f"[-1][ACL: general failure] check i:{i} name:{desc.name} in size:{arr.nbytes} "
-                    f"needsize:{desc.realsize} not match"
+                raise _acl_failure(
+                    f"check i:{i} name:{desc.name} in size:{arr.nbytes} needsize:{desc.realsize} not match"
                 )
             # The device consumes raw bytes in the model's dtype and current shape.
             raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
@@ -346,19 +336,26 @@ class InferSession:
         for i, (out, desc) in enumerate(zip(outputs, self._om.output_descs())):
             reserved = self._custom_sizes[i] if i < len(self._custom_sizes) else desc.size
             if reserved == 0:
-                raise RuntimeError(
-                    f"[-1][ACL: general failure] output {i} ({desc.name}) size is 0: a dynamic-shape OM needs "
-                    "custom_sizes for its outputs"
-                )
+                raise _acl_failure(f"output {i} ({desc.name}) size is 0: no buffer reserved (custom_sizes)")
             if out.nbytes > reserved:
-                raise RuntimeError(
-                    f"[-1][ACL: general failure] output {i} ({desc.name}) needs {out.nbytes} bytes, larger "
-                    f"than the {reserved} bytes reserved (custom_sizes)"
+                raise _acl_failure(
+                    f"output {i} ({desc.name}) needs {out.nbytes} bytes, larger than the {reserved} "
+                    "bytes reserved (custom_sizes)"
                 )
         return [np.ascontiguousarray(o) for o in outputs]
 
     def __repr__(self) -> str:
         return f"<reference InferSession {os.path.basename(self.onnx_path)} device:{self.device_id}>"
+
+
+ACL_GENERAL_FAILURE = "[-1][ACL: general failure] "
+
+
+def _acl_failure(detail: str) -> RuntimeError:
+    """What a failing C++ call gives on the device: the detail goes to stdout (ais_bench's ERROR_LOG) and the
+    exception carries only the generic ACL text, so nothing above the session can decide from it."""
+    print(f"[ERROR] {detail}", flush=True)
+    return RuntimeError(ACL_GENERAL_FAILURE)
 
 
 def _check_session_args(device_id: Any, model_path: Any, acl_json_path: Any, loop: Any) -> None:

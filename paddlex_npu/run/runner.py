@@ -16,17 +16,14 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..config import OMBackendConfig
-from ..errors import ConfigError, InputMismatchError
+from ..errors import ConfigError, DeviceCallError, InputMismatchError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.package import OMPackage, resolve_om_package
 from .buffers import OutputSizer
 from .dtypes import numpy_dtype
-from .gears import check_ranges, policy_for, run_with_gears
+from .gears import InputShapeError, check_ranges, policy_for, run_with_gears
 from .session import OpenedSession, open_session
-
-# ais_bench messages of input errors: retrying with larger output buffers cannot help these.
-_INPUT_ERRORS = ("not match", "not matched", "illegal", "outside the range", "is not correct", "invalid")
 
 
 def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
@@ -126,33 +123,45 @@ class OMRunner:
         )
 
     def _run_session(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:
-        """The session call with output buffers sized for these feeds; grows them and retries once if short."""
+        """One session call with output buffers sized for these feeds. The inputs are checked first, in Python:
+        on the device a failed call says only "ACL: general failure" and leaks memory, so it is never retried."""
         opened = self._session_or_raise()
+        self._check_feeds(feeds)
         sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
         with self._lock, opened.call_guard():
             try:
                 outputs = self._call(opened.session, feeds, sizes)
             except RuntimeError as exc:
-                if any(marker in str(exc) for marker in _INPUT_ERRORS):
-                    raise
-                grown = self._sizer.grow(sizes, feeds, str(exc))
-                logger.warning(
-                    "%s: the runtime failed with output buffers of %s bytes (%s); retrying once with %s",
-                    self.name,
-                    sizes,
-                    exc,
-                    grown,
-                )
-                outputs = self._call(opened.session, feeds, grown)
+                raise DeviceCallError(
+                    f"{self.name}: the {self.runtime} session failed ({str(exc).strip() or type(exc).__name__}) on "
+                    f"inputs {[list(f.shape) for f in feeds]} ({self.mode}) with {sizes} bytes reserved for outputs "
+                    f"{self.output_names}; the details are in the runtime's log above. If an output can be larger, "
+                    "set backend_config['custom_sizes'] (bytes per output) above those sizes"
+                ) from exc
         outputs = list(outputs)
         if learn:
             self._sizer.observe(feeds, outputs)
         return outputs
 
+    def _check_feeds(self, feeds: List[np.ndarray]) -> None:
+        """Rank, fixed dims and dtype of each feed against the OM's descriptors (gears and ranges are the shape
+        policy's, checked before this)."""
+        for feed, desc, dt in zip(feeds, self._in_descs, self._in_dtypes):
+            shape = list(feed.shape)
+            if (
+                feed.dtype != dt
+                or len(shape) != len(desc.shape)
+                or any(d > 0 and d != s for d, s in zip(desc.shape, shape))
+            ):
+                raise InputShapeError(
+                    f"{self.name}: input {desc.name!r} is {feed.dtype}{shape}, the OM takes {dt}{list(desc.shape)} "
+                    "(-1: any size): resize the input in PaddleX, or rebuild the OM for this shape"
+                )
+
     def _call(self, session: Any, feeds: List[np.ndarray], sizes: List[int]) -> List[np.ndarray]:
-        if self.mode != "dymshape":
-            # ais_bench applies custom_sizes only in dymshape; gear and static OMs with data-dependent outputs
-            # (e.g. NMS boxes) need the sticky setter.
+        if self.mode != "dymshape" and any(d.size == 0 for d in self._out_descs):
+            # ais_bench applies custom_sizes only in dymshape; in gear/static modes an output whose size the OM
+            # does not know needs the sticky setter (set only then: the device copies whole buffers back).
             session.set_custom_outsize(sizes)
         return session.infer(feeds, mode=self.mode, custom_sizes=sizes)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from paddlex_npu.run.reference import InferSession
+from tests.helpers import raises_acl_failure
 from tests.onnx_models import two_input_model
 
 
@@ -18,7 +19,7 @@ def _feeds(n=1, h=8, w=8):
     return [np.zeros((n, 3, h, w), np.float32), np.zeros((n, 2), np.int32)]
 
 
-def test_reference_dymbatch(tmp_path):
+def test_reference_dymbatch(tmp_path, capsys):
     s = _session(
         tmp_path,
         {
@@ -29,15 +30,15 @@ def test_reference_dymbatch(tmp_path):
     )
     assert s.get_inputs()[0].size == 4 * 3 * 8 * 8 * 4 and s.get_max_dym_batchsize() == 4
     assert s.infer(_feeds(4), mode="dymbatch")[0].shape == (4, 3, 8, 8)
-    with pytest.raises(RuntimeError, match=r"dymBatch parameter 2 is not correct, the OM's batch gears are \[1, 4\]"):
+    with raises_acl_failure(capsys, r"dymBatch parameter 2 is not correct, the OM's batch gears are \[1, 4\]"):
         s.infer(_feeds(2), mode="dymbatch")
     with pytest.raises(RuntimeError, match="not a dymhw model"):
         s.infer(_feeds(1), mode="dymhw")
-    with pytest.raises(RuntimeError, match="set_dynamic_shape on a dymbatch OM"):
+    with raises_acl_failure(capsys, "set_dynamic_shape on a dymbatch OM"):
         s.infer(_feeds(1), mode="dymshape")
 
 
-def test_reference_dymhw_and_dymdims(tmp_path):
+def test_reference_dymhw_and_dymdims(tmp_path, capsys):
     hw = _session(
         tmp_path,
         {
@@ -47,7 +48,7 @@ def test_reference_dymhw_and_dymdims(tmp_path):
         },
     )
     assert hw.infer(_feeds(1, 8, 16), mode="dymhw")[0].shape == (1, 3, 8, 16)
-    with pytest.raises(RuntimeError, match=r"dymHW parameter 16,8 is not correct"):
+    with raises_acl_failure(capsys, r"dymHW parameter 16,8 is not correct"):
         hw.infer(_feeds(1, 16, 8), mode="dymhw")
     dims = _session(
         tmp_path,
@@ -58,11 +59,11 @@ def test_reference_dymhw_and_dymdims(tmp_path):
         },
     )
     assert dims.infer(_feeds(2, 8, 16), mode="dymdims")[0].shape == (2, 3, 8, 16)
-    with pytest.raises(RuntimeError, match="dynamic_dims parameter .* is not correct"):
+    with raises_acl_failure(capsys, "dynamic_dims parameter .* is not correct"):
         dims.infer(_feeds(2, 8, 8), mode="dymdims")
 
 
-def test_reference_static_om_has_fixed_shapes(tmp_path):
+def test_reference_static_om_has_fixed_shapes(tmp_path, capsys):
     s = _session(
         tmp_path,
         {
@@ -72,5 +73,5 @@ def test_reference_static_om_has_fixed_shapes(tmp_path):
     )
     assert s.get_inputs()[0].size == 768 and s.get_outputs()[0].size == 768
     assert s.infer(_feeds(1))[1].shape == (1, 2)
-    with pytest.raises(RuntimeError, match="needsize:768 not match"):
+    with raises_acl_failure(capsys, "needsize:768 not match"):
         s.infer(_feeds(1, 8, 16))

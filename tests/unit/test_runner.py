@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from paddlex_npu.config import OMBackendConfig
-from paddlex_npu.errors import InputMismatchError
+from paddlex_npu.errors import DeviceCallError, InputMismatchError
+from paddlex_npu.run.gears import InputShapeError
 from paddlex_npu.run.runner import build_om_runner
 from tests.helpers import spy_session
 from tests.onnx_models import two_input_model
@@ -50,14 +51,32 @@ def test_custom_sizes_follow_the_input_shapes(package):
     assert sizes[1][0] < 1024 * 1024  # not a blanket constant
 
 
-def test_too_small_output_grows_and_retries_once(package, caplog):
+def test_a_failed_call_is_never_retried_and_names_the_option(package, capsys):
+    """On a device a failed call leaks memory and says only "ACL: general failure": one call, then an error
+    that names the model, the shapes, the sizes reserved and the option to raise."""
     runner = make(package, custom_sizes=[65536, 65536])
     big = np.zeros((1, 3, 256, 256), np.float32)  # x_out needs 786432 bytes
-    with caplog.at_level(logging.WARNING, logger="paddlex_npu"), spy_session(runner.session) as calls:
-        x_out, _ = runner([np.zeros((1, 2), np.int32), big])
-    assert x_out.shape == (1, 3, 256, 256)
-    assert len(calls) == 2 and calls[1]["custom_sizes"][0] >= 786432
-    assert "retrying once" in caplog.text
+    with spy_session(runner.session) as calls, pytest.raises(DeviceCallError) as info:
+        runner([np.zeros((1, 2), np.int32), big])
+    assert len(calls) == 1
+    text = str(info.value)
+    assert "[-1][ACL: general failure]" in text and "[[1, 3, 256, 256], [1, 2]]" in text
+    assert "[65536, 65536] bytes reserved for outputs ['x_out', 'a_out']" in text and "custom_sizes" in text
+    assert "needs 786432 bytes" in capsys.readouterr().out  # the detail went to the log, as on the device
+
+
+def test_default_sizes_hold_the_first_call_of_any_size(package):
+    runner = make(package)
+    for side in (8, 512, 64):
+        x_out, _ = runner([np.zeros((1, 2), np.int32), np.zeros((1, 3, side, side), np.float32)])
+        assert x_out.shape == (1, 3, side, side)
+
+
+def test_inputs_are_checked_before_the_call(package):
+    runner = make(package)
+    with spy_session(runner.session) as calls, pytest.raises(InputShapeError, match=r"input 'a' of shape \[1, 3\] is outside"):
+        runner([np.zeros((1, 3), np.int32), np.zeros((1, 3, 8, 8), np.float32)])
+    assert calls == []
 
 
 def test_wrong_input_count(package):
