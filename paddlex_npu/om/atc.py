@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 from ..errors import ConfigError
 from .manifest import MAX_GEARS, MIN_GEARS, OMManifest, range_text
+
+SOC_VERSION = re.compile(
+    r"Ascend(310|310B\d|310P[1-5]|910|910(A|B|ProA|ProB|PremiumA)|910B[1-4]|910_93\d\d)"
+)  # the Ascend chips ATC's --soc_version names (npu-smi info shows yours)
+SOC_FAMILIES = (
+    "Ascend310, Ascend310B1.., Ascend310P1-P5, Ascend910, Ascend910A/B/ProA/ProB/PremiumA, Ascend910B1-B4, "
+    "Ascend910_93xx"
+)
+
+
+def check_soc_version(soc: str) -> None:
+    """Refuse a ``--soc_version`` that names no Ascend chip ATC builds for."""
+    if not SOC_VERSION.fullmatch(soc or ""):
+        raise ConfigError(
+            f"--soc-version {soc!r} is not an Ascend chip ATC builds for: use one of {SOC_FAMILIES} "
+            "(the Chip Name of `npu-smi info`, prefixed by Ascend, e.g. Ascend310P3)"
+        )
 
 
 def gear_mode_for(shapes: List[List[int]], formats: List[str]) -> str:

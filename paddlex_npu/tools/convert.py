@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -27,14 +28,15 @@ import yaml
 from ..errors import ConfigError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
-from ..om.atc import atc_args, gear_mode_for, parse_gears, parse_input_shape
+from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
 from .export import OnnxModel, check_against_paddle, export_onnx
 from .tasks import ConvertError, Task, default_gears, default_ranges, sample_shape, task_of, task_shapes
 
 MODES = ("dymshape", "gears", "static")
 PRECISIONS = ("fp16", "fp32")
+DEFAULT_MAX_GEARS = 8
 
-__all__ = ["ConvertError", "ConvertResult", "Conversion", "convert", "plan_conversion"]
+__all__ = ["ConvertError", "ConvertResult", "Conversion", "check_options", "convert", "plan_conversion"]
 
 
 @dataclass
@@ -58,13 +60,49 @@ class ConvertResult:
     notes: List[str] = field(default_factory=list)
 
 
-def _check_options(mode: str, gears: Optional[str], max_gears: int, precision: str) -> None:
+def check_options(
+    soc: str,
+    mode: str = "dymshape",
+    *,
+    gears: Optional[str] = None,
+    samples: Optional[Path] = None,
+    max_gears: Optional[int] = None,
+    max_batch: int = 6,
+    max_side: Optional[int] = None,
+    precision: str = "fp16",
+    **_: Any,
+) -> None:
+    """Refuse, before any work, options that make a package that cannot run, or that would be silently ignored."""
+    check_soc_version(soc)
     if mode not in MODES:
         raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
-    if gears == "auto" and not mf.MIN_GEARS <= max_gears <= mf.MAX_GEARS:
-        raise ConfigError(f"--max-gears {max_gears}: ATC accepts {mf.MIN_GEARS} to {mf.MAX_GEARS} gears")
     if precision not in PRECISIONS:
         raise ConfigError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if max_batch < 1:
+        raise ConfigError(f"--max-batch {max_batch}: the largest batch the OM takes must be 1 or more")
+    if max_side is not None and max_side < 32:
+        raise ConfigError(f"--max-side {max_side}: text detection sides are multiples of 32, so give 32 or more")
+    if gears and mode != "gears":
+        raise ConfigError(f"--gears {gears!r} is used by --mode gears only (here --mode {mode}): add --mode gears")
+    _check_gear_options(gears, samples, max_gears)
+
+
+def _check_gear_options(gears: Optional[str], samples: Optional[Path], max_gears: Optional[int]) -> None:
+    if max_gears is not None and gears != "auto":
+        raise ConfigError(
+            f"--max-gears {max_gears} bounds --gears auto only and would be ignored here: drop it, or use "
+            "--gears auto --samples DIR"
+        )
+    if max_gears is not None and not mf.MIN_GEARS <= max_gears <= mf.MAX_GEARS:
+        raise ConfigError(f"--max-gears {max_gears}: ATC accepts {mf.MIN_GEARS} to {mf.MAX_GEARS} gears")
+    if gears and gears != "auto":
+        parse_gears(gears)
+    if samples is not None and gears != "auto":
+        raise ConfigError(f"--samples {samples} is used by --gears auto only and would be ignored: drop it")
+    if gears == "auto" and samples is None:
+        raise ConfigError("--gears auto needs --samples DIR with sample inputs to plan from")
+    if gears == "auto" and not Path(samples).is_dir():
+        raise ConfigError(f"--samples {samples} is not a folder: give a folder of sample inputs")
 
 
 def _read_model_folder(model_dir: Path) -> Tuple[Path, Dict[str, Any], str]:
@@ -129,13 +167,23 @@ def plan_conversion(
     input_shape: Optional[str] = None,
     gears: Optional[str] = None,
     samples: Optional[Path] = None,
-    max_gears: int = 8,
+    max_gears: Optional[int] = None,
     max_batch: int = 6,
     max_side: Optional[int] = None,
     precision: str = "fp16",
 ) -> Conversion:
-    """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet."""
-    _check_options(mode, gears, max_gears, precision)
+    """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
+    ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8)."""
+    check_options(
+        soc,
+        mode,
+        gears=gears,
+        samples=samples,
+        max_gears=max_gears,
+        max_batch=max_batch,
+        max_side=max_side,
+        precision=precision,
+    )
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
@@ -152,11 +200,9 @@ def plan_conversion(
         for (n, _, dt), s in zip(onnx.inputs, shapes)
     ]
     gear_list = None
-    if mode == "gears" and gears == "auto":
-        if samples is None:
-            raise ConfigError("--gears auto needs --samples DIR with sample inputs to plan from")
-        gear_list = _planned_gears(model_name, work, task, shapes, samples, max_gears, notes)
-    elif mode == "gears" and gears:
+    if gears == "auto" and samples is not None:
+        gear_list = _planned_gears(model_name, work, task, shapes, samples, max_gears or DEFAULT_MAX_GEARS, notes)
+    elif gears:
         gear_list = parse_gears(gears)
     man = _manifest(mode, task, specs, gear_list).model_copy(
         update={
@@ -210,6 +256,42 @@ def run_atc(args: List[str], log: Path) -> None:
         raise ConvertError(f"atc failed (exit {rc}); its last lines:\n{tail}")
 
 
+ATC_SH_TAIL = """
+# ATC may name the OM inference_<os>_<arch>.om: the package's OM is inference.om
+shopt -s nullglob
+oms=(inference*.om)
+if [ ${#oms[@]} -eq 0 ]; then
+  echo "atc exited 0 but wrote no inference*.om in $PWD: see its output above" >&2
+  exit 1
+elif [ ${#oms[@]} -gt 1 ]; then
+  echo "atc wrote several OMs in $PWD (${oms[*]}): keep the one for this machine as inference.om" >&2
+  exit 1
+elif [ "${oms[0]}" != inference.om ]; then
+  mv -- "${oms[0]}" inference.om
+fi
+"""
+
+
+def _atc_script(args: List[str]) -> str:
+    """``atc.sh``: run ATC in the package folder (an older OM removed first), then name its OM inference.om."""
+    head = '#!/usr/bin/env bash\nset -e\ncd "$(dirname "$0")"\nrm -f -- inference*.om\n'
+    return head + shlex.join(args) + "\n" + ATC_SH_TAIL
+
+
+def _name_the_om(work: Path, log: Path) -> None:
+    """ATC may write ``inference_<os>_<arch>.om``: rename the OM it wrote to ``inference.om``."""
+    oms = sorted(work.glob("inference*.om"))
+    if not oms:
+        tail = "".join(log.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise ConvertError(
+            f"atc exited 0 but wrote no inference*.om (check its log and the disk space); its last lines:\n{tail}"
+        )
+    if len(oms) > 1:
+        raise ConvertError(f"atc wrote several OMs ({', '.join(p.name for p in oms)}): cannot tell which to package")
+    if oms[0].name != "inference.om":
+        oms[0].rename(work / "inference.om")
+
+
 def _write_package(conv: Conversion, work: Path, out_dir: Path, soc: str, run: bool) -> str:
     """ATC (or atc.sh) and the manifest in ``work``; returns the ATC command as it reads in ``out_dir``."""
 
@@ -221,12 +303,49 @@ def _write_package(conv: Conversion, work: Path, out_dir: Path, soc: str, run: b
     command = shlex.join(args_in(out_dir))
     if run:
         run_atc(args_in(work), work / "atc.log")
+        _name_the_om(work, work / "atc.log")
     else:
-        script = '#!/usr/bin/env bash\nset -e\ncd "$(dirname "$0")"\n' + shlex.join(args_in(Path("."))) + "\n"
-        (work / "atc.sh").write_text(script)
+        (work / "atc.sh").write_text(_atc_script(args_in(Path("."))))
         (work / "atc.sh").chmod(0o755)
     conv.manifest.model_copy(update={"atc_command": command}).save(work / mf.MANIFEST_NAME)
     return command
+
+
+def _check_output(model_dir: Path, out_dir: Path, overwrite: bool) -> None:
+    """Refuse an output that would overwrite or mix with the model folder, or replace what is not a package."""
+    src, dst = model_dir.resolve(), out_dir.resolve()
+    if dst == src or dst in src.parents or src in dst.parents:
+        raise ConvertError(
+            f"-o {out_dir} ({dst}) is, holds or is inside the model folder {model_dir} ({src}): the package would "
+            f"replace or mix with the model's files. Choose an -o outside it, e.g. {src.parent / (src.name + '_om')}"
+        )
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ConvertError(f"-o {out_dir} exists and is not a folder: choose another -o")
+    if not out_dir.exists() or not any(out_dir.iterdir()):
+        return
+    if not overwrite:
+        raise ConvertError(f"{out_dir} exists and is not empty: choose another -o or pass --overwrite")
+    if not (out_dir / mf.MANIFEST_NAME).is_file():
+        raise ConvertError(
+            f"{out_dir} is not empty and has no {mf.MANIFEST_NAME}, so it is not a paddlex-npu package: "
+            "--overwrite replaces packages only and keeps these files. Choose another -o, or empty it yourself"
+        )
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _make_work(out_dir: Path) -> Path:
+    """A temporary folder beside ``out_dir`` to assemble the package in."""
+    parent = out_dir.parent if str(out_dir.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=parent))
+    except OSError as exc:
+        raise ConvertError(f"cannot write the package under {parent} ({exc}): choose a writable -o") from exc
 
 
 def convert(
@@ -239,21 +358,19 @@ def convert(
     run: Optional[bool] = None,
     **options: Any,
 ) -> ConvertResult:
-    """Build the OM package in ``out_dir``. ``run``: run ATC (default: when it is on PATH)."""
+    """Build the OM package in ``out_dir``. ``run``: run ATC (default: when it is on PATH).
+    ``--overwrite`` replaces only an existing package (a folder with ``inference.om.json``)."""
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise ConvertError(f"{out_dir} exists and is not empty: choose another -o or pass --overwrite")
-    parent = out_dir.parent if str(out_dir.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=parent))
-    except OSError as exc:
-        raise ConvertError(f"cannot write the package under {parent} ({exc}): choose a writable -o") from exc
+    check_options(soc, mode, **options)
+    _check_output(model_dir, out_dir, overwrite)
+    work = _make_work(out_dir)
     run = shutil.which("atc") is not None if run is None else run
     try:
         conv = plan_conversion(model_dir, work, soc, mode, **options)
         command = _write_package(conv, work, out_dir, soc, run)
+        work.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700
         if out_dir.exists():
+            _check_output(model_dir, out_dir, overwrite)
             shutil.rmtree(out_dir)
         work.rename(out_dir)
     except BaseException:

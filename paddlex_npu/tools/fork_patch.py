@@ -1,5 +1,8 @@
 """Apply, check and revert the fork patches in ``patches/`` on an installed PaddleX (``paddlex-npu patch``).
 
+Exactly the named package folder is patched, whatever its name: the patches' ``paddlex/...`` paths are mapped
+onto it.
+
 A small unified-diff engine: context must match exactly (hunks may move, never fuzz), every file's new text is
 computed before anything is written, so a hunk that does not apply leaves every file untouched; reverting
 applies the same diff backwards and restores the files byte for byte.
@@ -39,8 +42,15 @@ class Hunk:
 
 @dataclass
 class FilePatch:
-    path: str  # relative to the folder that holds the ``paddlex`` package
+    path: str  # relative to the folder that holds the ``paddlex`` package: ``paddlex/inference/...``
     hunks: List[Hunk] = field(default_factory=list)
+
+    def target(self, package_dir: Path) -> Path:
+        """The file this patch changes in the PaddleX package folder ``package_dir`` (whatever its name)."""
+        top, _, rest = self.path.partition("/")
+        if top != "paddlex" or not rest or ".." in Path(rest).parts:
+            raise PatchError(f"the patch names {self.path!r}, a file outside the paddlex package: the patch is broken")
+        return package_dir / rest
 
 
 def parse(text: str) -> List[FilePatch]:
@@ -93,12 +103,12 @@ def _first_mismatch(bare: List[str], find: List[str], start: int) -> str:
     return "context not found"
 
 
-def _compute(root: Path, files: List[FilePatch], reverse: bool) -> Dict[Path, bytes]:
+def _compute(package_dir: Path, files: List[FilePatch], reverse: bool) -> Dict[Path, bytes]:
     out = {}
     for fp in files:
-        path = root / fp.path
+        path = fp.target(package_dir)
         if not path.is_file():
-            raise PatchError(f"{path} does not exist: is {root / 'paddlex'} a PaddleX package?")
+            raise PatchError(f"{path} does not exist: is {package_dir} a PaddleX package folder?")
         out[path] = _apply_file(path.read_bytes().decode("utf-8"), fp, reverse).encode("utf-8")
     return out
 
@@ -122,17 +132,39 @@ def find_paddlex_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+_VERSION_LITERAL = re.compile(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", re.M)
+
+
+def _own_version(paddlex_dir: Path) -> Optional[str]:
+    """The version a PaddleX package folder states in its own files: ``.version``, or a ``__version__`` literal."""
+    dot = paddlex_dir / ".version"
+    if dot.is_file() and dot.read_text(encoding="utf-8", errors="replace").strip():
+        return dot.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0].strip()
+    for name in ("version.py", "__init__.py"):
+        path = paddlex_dir / name
+        m = _VERSION_LITERAL.search(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else None
+        if m:
+            return m.group(1)
+    return None
+
+
 def detect_version(paddlex_dir: Path) -> str:
-    """The version of the PaddleX package in ``paddlex_dir``, from its ``.dist-info`` beside it."""
+    """The version of the PaddleX package in ``paddlex_dir``: from its own files, else (an installed ``paddlex``
+    folder in site-packages only) from the ``.dist-info`` beside it."""
+    own = _own_version(paddlex_dir)
+    if own:
+        return own
+    installed = paddlex_dir.name == "paddlex" and paddlex_dir.parent.name in ("site-packages", "dist-packages")
     found = []
-    for meta in paddlex_dir.parent.glob("paddlex-*.dist-info/METADATA"):
+    for meta in paddlex_dir.parent.glob("paddlex-*.dist-info/METADATA") if installed else []:
         m = re.search(r"^Version: (\S+)$", meta.read_text(encoding="utf-8", errors="replace"), re.M)
         if m:
             found.append(m.group(1))
     if len(found) != 1:
+        where = f"{len(found)} paddlex .dist-info found beside it" if installed else "not an installed paddlex"
         raise PatchError(
-            f"cannot tell the PaddleX version of {paddlex_dir} ({len(found)} paddlex .dist-info found beside it): "
-            "pass --paddlex-version"
+            f"cannot tell the PaddleX version of {paddlex_dir}: it states none in .version, version.py or "
+            f"__init__.py ({where}). Pass --paddlex-version"
         )
     return found[0]
 
@@ -144,25 +176,21 @@ class PatchPlan:
     patch_file: Path
     files: List[FilePatch]
 
-    @property
-    def root(self) -> Path:
-        return self.paddlex_dir.parent
-
     def state(self) -> str:
         """``clean`` (applies), ``applied`` (reverts), or a :class:`PatchError` naming the hunk that fails."""
         try:
-            _compute(self.root, self.files, reverse=False)
+            _compute(self.paddlex_dir, self.files, reverse=False)
             return "clean"
         except PatchError as forward:
             try:
-                _compute(self.root, self.files, reverse=True)
+                _compute(self.paddlex_dir, self.files, reverse=True)
                 return "applied"
             except PatchError:
                 raise forward from None
 
     def run(self, reverse: bool) -> List[Path]:
         """Apply (or revert) all files, or none."""
-        new = _compute(self.root, self.files, reverse)
+        new = _compute(self.paddlex_dir, self.files, reverse)
         for path, data in new.items():
             tmp = path.with_name(path.name + ".paddlex-npu.tmp")
             tmp.write_bytes(data)
@@ -172,7 +200,7 @@ class PatchPlan:
 
 def load_patch(paddlex_dir: Optional[Path] = None, version: Optional[str] = None) -> PatchPlan:
     """The fork patch for the PaddleX in ``paddlex_dir`` (default: the installed one)."""
-    pdir = Path(paddlex_dir) if paddlex_dir else find_paddlex_dir()
+    pdir = (Path(paddlex_dir) if paddlex_dir else find_paddlex_dir()).resolve()
     if not (pdir / "__init__.py").is_file():
         raise PatchError(f"{pdir} is not a PaddleX package folder (no __init__.py)")
     version = version or detect_version(pdir)

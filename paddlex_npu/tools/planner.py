@@ -65,6 +65,21 @@ class _RecordedError(Exception):
     pass
 
 
+def _preprocess(predictor: Any, model_name: str, batch: List[Any]) -> None:
+    """Run the predictor over ``batch`` up to the (replaced) model call; name the input it cannot read."""
+    try:
+        list(predictor.predict(batch))
+    except _RecordedError:
+        pass
+    except Exception as exc:  # PaddleX raises plain Exception for an unreadable image
+        for item in batch if len(batch) > 1 else []:
+            _preprocess(predictor, model_name, [item])  # raises, naming the one input that fails
+        raise ConfigError(
+            f"PaddleX's preprocessing of {model_name} cannot use the sample input {', '.join(map(str, batch))} "
+            f"({type(exc).__name__}: {exc}): remove it from --samples or replace it with a readable input"
+        ) from exc
+
+
 def sample_input_shapes(
     model_name: str, package: Path, inputs: Iterable[Any], batch_size: int = 1, **predictor_options: Any
 ) -> List[List[List[int]]]:
@@ -100,10 +115,7 @@ def sample_input_shapes(
     setattr(predictor, hooks.static_infer_attr(), record)
     try:
         for start in range(0, len(items), batch_size):
-            try:
-                list(predictor.predict(items[start : start + batch_size]))
-            except _RecordedError:
-                pass
+            _preprocess(predictor, model_name, items[start : start + batch_size])
     finally:
         setattr(predictor, hooks.static_infer_attr(), runner)
         predictor.close()

@@ -173,3 +173,135 @@ def test_fixed_size_classifiers_vary_the_batch_only(asset_root, tmp_path):
             (hw[0],) * 2,
             (hw[1],) * 2,
         ]
+
+
+def _no_partial(folder: Path) -> bool:
+    return not [p for p in folder.rglob("*") if "partial" in p.name]
+
+
+@pytest.fixture
+def user_model(packages, tmp_path) -> Path:
+    """A model folder as users keep it: models/det with the Paddle files beside the ONNX."""
+    src = tmp_path / "models" / "det"
+    shutil.copytree(packages / assets.DET, src, ignore=shutil.ignore_patterns("*.json", "atc.sh"))
+    (src / "inference.pdmodel").write_bytes(b"model")
+    (src / "inference.pdiparams").write_bytes(b"params")
+    return src
+
+
+def test_output_that_is_holds_or_is_inside_the_model_folder_is_refused(user_model, tmp_path):
+    files = sorted(p.name for p in user_model.iterdir())
+    link = tmp_path / "link"
+    link.symlink_to(user_model)
+    for out in (user_model, user_model.parent, user_model / "om", link, tmp_path / "models" / "." / "det"):
+        with pytest.raises(ConvertError, match="is, holds or is inside the model folder") as err:
+            convert(user_model, out, "Ascend310P3", run=False, overwrite=True)
+        assert str(out) in str(err.value) and str(user_model) in str(err.value) and "Choose an -o" in str(err.value)
+        assert sorted(p.name for p in user_model.iterdir()) == files
+        assert (user_model / "inference.pdmodel").read_bytes() == b"model"
+    assert sorted(p.name for p in user_model.parent.iterdir()) == ["det"] and _no_partial(tmp_path)
+
+
+def test_overwrite_replaces_a_package_and_nothing_else(user_model, tmp_path):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(ConvertError, match="has no inference.om.json, so it is not a paddlex-npu package"):
+        convert(user_model, other, "Ascend310P3", run=False, overwrite=True)
+    assert [p.name for p in other.iterdir()] == ["notes.txt"] and _no_partial(tmp_path)
+
+    out = tmp_path / "pkg"
+    convert(user_model, out, "Ascend310P3", run=False)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask  # not mkdtemp's 0700
+    with pytest.raises(ConvertError, match="exists and is not empty: choose another -o or pass --overwrite"):
+        convert(user_model, out, "Ascend310B1", "gears", run=False)
+    (out / "stale.txt").write_text("old")
+    convert(user_model, out, "Ascend310B1", "gears", run=False, overwrite=True)
+    assert mf.load(out / mf.MANIFEST_NAME).soc_version == "Ascend310B1" and not (out / "stale.txt").exists()
+    assert _no_partial(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "soc, kw, match",
+    [
+        ("Ascend310P3", {"max_batch": 0}, "--max-batch 0: the largest batch the OM takes must be 1 or more"),
+        ("Ascend310P3", {"max_side": -100}, "--max-side -100: .* give 32 or more"),
+        ("Ascend310P3", {"gears": "640,640;960,960"}, "--gears '640,640;960,960' is used by --mode gears only"),
+        ("Ascend310B1", {"mode": "gears", "gears": "640,640;960,960", "max_gears": 4}, "--max-gears 4 bounds"),
+        ("Ascend310B1", {"mode": "gears", "max_gears": 4}, "--max-gears 4 bounds --gears auto only"),
+        ("Ascend310B1", {"mode": "gears", "samples": Path(".")}, "--samples . is used by --gears auto only"),
+        ("Ascend310B1", {"mode": "gears", "gears": "auto"}, "--gears auto needs --samples DIR"),
+        ("NotAChip", {}, "--soc-version 'NotAChip' is not an Ascend chip ATC builds for: use one of Ascend310, "),
+        ("ascend310p3", {}, "is not an Ascend chip"),
+        ("Ascend310P9", {}, "is not an Ascend chip"),
+    ],
+)
+def test_options_that_make_a_package_that_cannot_run_are_refused_before_any_work(
+    paddle_only, tmp_path, monkeypatch, soc, kw, match
+):
+    def no_work(*args, **kwargs):
+        raise AssertionError("a temporary folder was made before the options were checked")
+
+    monkeypatch.setattr("paddlex_npu.tools.convert.tempfile.mkdtemp", no_work)
+    with pytest.raises(ConfigError, match=match):
+        convert(paddle_only / assets.DET, tmp_path / "out", soc, kw.pop("mode", "dymshape"), run=False, **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unreadable_sample_is_named(packages, tmp_path, images):
+    samples = tmp_path / "samples"
+    samples.mkdir()
+    shutil.copyfile(images["english"], samples / "a.png")
+    (samples / "broken.png").write_bytes(b"not an image")
+    with pytest.raises(ConfigError, match="cannot use the sample input .*broken.png .*remove it from --samples"):
+        convert(
+            packages / assets.DET, tmp_path / "out", "Ascend310B1", "gears", run=False, gears="auto", samples=samples
+        )
+    assert not (tmp_path / "out").exists() and _no_partial(tmp_path)
+
+
+STUB_ATC = {  # an `atc` that names its OM as ATC may (inference_<os>_<arch>.om), and one that writes nothing
+    "arch_name": '#!/bin/sh\nfor a in "$@"; do case "$a" in --output=*) o="${a#--output=}";; esac; done\n'
+    'echo OM > "${o}_linux_x86_64.om"\n',
+    "no_om": "#!/bin/sh\necho 'ATC run success'\nexit 0\n",
+}
+
+
+def _stub_atc(tmp_path: Path, kind: str) -> Path:
+    bin_dir = tmp_path / f"bin_{kind}"
+    bin_dir.mkdir()
+    (bin_dir / "atc").write_text(STUB_ATC[kind])
+    (bin_dir / "atc").chmod(0o755)
+    return bin_dir
+
+
+def test_the_om_atc_names_by_platform_becomes_inference_om(packages, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{_stub_atc(tmp_path, 'arch_name')}:{os.environ['PATH']}")
+    result = convert(packages / assets.DET, tmp_path / "out", "Ascend310P3")
+    assert result.atc_ran and (tmp_path / "out" / "inference.om").read_text() == "OM\n"
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.om")) == ["inference.om"]
+
+
+def test_atc_that_writes_no_om_fails_and_leaves_no_package(packages, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{_stub_atc(tmp_path, 'no_om')}:{os.environ['PATH']}")
+    with pytest.raises(ConvertError, match="(?s)atc exited 0 but wrote no inference\\*.om.*ATC run success"):
+        convert(packages / assets.DET, tmp_path / "out", "Ascend310P3")
+    assert not (tmp_path / "out").exists() and _no_partial(tmp_path)
+
+
+def test_atc_sh_names_the_om_and_fails_without_one(packages, tmp_path):
+    out = convert(packages / assets.DET, tmp_path / "out", "Ascend310P3", run=False).package
+    (out / "inference.om").write_text("an older OM")
+
+    def atc_sh(kind: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PATH": f"{_stub_atc(tmp_path, kind)}:{os.environ['PATH']}"}
+        return subprocess.run(["bash", str(out / "atc.sh")], capture_output=True, text=True, env=env, timeout=60)
+
+    run = atc_sh("arch_name")
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.glob("*.om")) == ["inference.om"] and (out / "inference.om").read_text() == "OM\n"
+    run = atc_sh("no_om")
+    assert run.returncode == 1 and "atc exited 0 but wrote no inference*.om" in run.stderr
+    assert not list(out.glob("*.om"))

@@ -37,9 +37,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    """A fresh copy of the installed PaddleX package (and its .dist-info) in a folder of its own."""
+    """A fresh copy of the installed PaddleX package (and its .dist-info) in a site-packages folder of its own."""
     src = find_paddlex_dir()
-    site = tmp_path_factory.mktemp("site")
+    site = tmp_path_factory.mktemp("site") / "site-packages"
     shutil.copytree(src, site / "paddlex", ignore=shutil.ignore_patterns("__pycache__"))
     for info in src.parent.glob("paddlex-*.dist-info"):
         shutil.copytree(info, site / info.name)
@@ -86,7 +86,7 @@ def test_patch_applies_routes_without_the_import_and_reverts_byte_for_byte(site,
 
 def test_a_hunk_that_does_not_apply_leaves_every_file_untouched(site):
     p = load_patch(site / "paddlex")
-    target = p.root / p.files[0].path
+    target = p.files[0].target(p.paddlex_dir)
     original = target.read_bytes()
     hunk = p.files[0].hunks[-1]
     context = next(ln[1:] for ln in hunk.lines if ln.startswith(" ") and ln[1:].strip())
@@ -110,3 +110,50 @@ def test_a_version_without_a_patch_is_refused(site):
 def test_not_a_paddlex_folder(tmp_path):
     out = _cli("--check", "--paddlex-dir", str(tmp_path))
     assert out.returncode == 1 and "is not a PaddleX package folder" in out.stderr
+
+
+@pytest.fixture
+def copy_beside(site):
+    """A copy of the PaddleX package in site-packages, in a folder not named paddlex, beside the live one."""
+    copy = site / "paddlex_copy"
+    shutil.copytree(site / "paddlex", copy)
+    yield copy
+    shutil.rmtree(copy)
+
+
+def test_a_folder_not_named_paddlex_is_patched_itself_not_the_paddlex_beside_it(site, copy_beside):
+    live, mine = _digest(site / "paddlex"), _digest(copy_beside)
+    out = _cli("--apply", "--paddlex-dir", str(copy_beside), "--paddlex-version", "3.7.2")
+    assert out.returncode == 0, out.stderr
+    assert _digest(site / "paddlex") == live and _digest(copy_beside) != mine
+    assert all(str(copy_beside) in line for line in out.stdout.splitlines()), out.stdout
+    out = _cli("--check", "--paddlex-dir", str(copy_beside), "--paddlex-version", "3.7.2")
+    assert f"at {copy_beside}: patch is applied" in out.stdout, out.stderr
+    assert "patch applies cleanly" in _cli("--check", "--paddlex-dir", str(site / "paddlex")).stdout
+    assert _cli("--revert", "--paddlex-dir", str(copy_beside), "--paddlex-version", "3.7.2").returncode == 0
+    assert _digest(copy_beside) == mine and _digest(site / "paddlex") == live
+
+
+def test_the_version_comes_from_the_named_folder_not_a_dist_info_beside_it(site, copy_beside):
+    out = _cli("--check", "--paddlex-dir", str(copy_beside))
+    assert out.returncode == 1 and f"cannot tell the PaddleX version of {copy_beside}" in out.stderr
+    assert "Pass --paddlex-version" in out.stderr
+    (copy_beside / ".version").write_text("3.6.1\n")
+    out = _cli("--check", "--paddlex-dir", str(copy_beside))
+    assert out.returncode == 1 and "no fork patch for PaddleX 3.6.1" in out.stderr
+    (copy_beside / ".version").unlink()
+    init = copy_beside / "__init__.py"
+    init.write_text(init.read_text() + '\n__version__ = "3.7.2"\n')
+    out = _cli("--check", "--paddlex-dir", str(copy_beside))
+    assert out.returncode == 0 and f"PaddleX 3.7.2 at {copy_beside}: patch applies cleanly" in out.stdout, out.stderr
+
+
+def test_a_paddlex_folder_outside_site_packages_needs_its_version(site, tmp_path):
+    """A folder named paddlex with a .dist-info beside it, but not installed: the version is not guessed."""
+    shutil.copytree(site / "paddlex", tmp_path / "paddlex")
+    for info in site.glob("paddlex-*.dist-info"):
+        shutil.copytree(info, tmp_path / info.name)
+    out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"))
+    assert out.returncode == 1 and "not an installed paddlex" in out.stderr
+    out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"), "--paddlex-version", "3.7.2")
+    assert out.returncode == 0 and f"at {tmp_path / 'paddlex'}: patch applies cleanly" in out.stdout, out.stderr

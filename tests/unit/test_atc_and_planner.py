@@ -11,7 +11,7 @@ import pytest
 
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.om import manifest as mf
-from paddlex_npu.om.atc import atc_args
+from paddlex_npu.om.atc import atc_args, check_soc_version
 from paddlex_npu.tools.planner import padding_ratio, plan_gears
 
 ATC = re.compile(
@@ -72,3 +72,14 @@ def test_planner_beats_a_single_shape():
     assert padding_ratio(samples, gears) < 0.75 * padding_ratio(samples, top)
     with pytest.raises(ConfigError, match="ATC accepts 2 to 100 gears"):
         plan_gears(samples, 101)
+
+
+def test_soc_versions_are_ascend_chips():
+    for soc in ("Ascend310", "Ascend310B1", "Ascend310B4", "Ascend310P1", "Ascend310P5", "Ascend910", "Ascend910A"):
+        check_soc_version(soc)
+    for soc in ("Ascend910B", "Ascend910ProA", "Ascend910ProB", "Ascend910PremiumA", "Ascend910B1", "Ascend910B4"):
+        check_soc_version(soc)
+    check_soc_version("Ascend910_9391")
+    for soc in ("NotAChip", "", "ascend310p3", "Ascend310P6", "Ascend910B5", "Ascend910_9491", "Ascend310P3 "):
+        with pytest.raises(ConfigError, match="is not an Ascend chip ATC builds for: use one of Ascend310, "):
+            check_soc_version(soc)
