@@ -256,9 +256,19 @@ def run_atc(args: List[str], log: Path) -> None:
         raise ConvertError(f"atc failed (exit {rc}); its last lines:\n{tail}")
 
 
+ATC_SH_HEAD = """#!/usr/bin/env bash
+set -e
+cd "$(dirname "$0")"
+shopt -s nullglob
+old=(inference*.om)
+if [ ${#old[@]} -gt 0 ]; then
+  mkdir -p .previous-om && mv -- "${old[@]}" .previous-om/
+  trap 'if [ -d .previous-om ]; then mv -- .previous-om/* . && rmdir .previous-om; fi' EXIT
+fi
+"""
+
 ATC_SH_TAIL = """
 # ATC may name the OM inference_<os>_<arch>.om: the package's OM is inference.om
-shopt -s nullglob
 oms=(inference*.om)
 if [ ${#oms[@]} -eq 0 ]; then
   echo "atc exited 0 but wrote no inference*.om in $PWD: see its output above" >&2
@@ -269,13 +279,14 @@ elif [ ${#oms[@]} -gt 1 ]; then
 elif [ "${oms[0]}" != inference.om ]; then
   mv -- "${oms[0]}" inference.om
 fi
+rm -rf .previous-om
 """
 
 
 def _atc_script(args: List[str]) -> str:
-    """``atc.sh``: run ATC in the package folder (an older OM removed first), then name its OM inference.om."""
-    head = '#!/usr/bin/env bash\nset -e\ncd "$(dirname "$0")"\nrm -f -- inference*.om\n'
-    return head + shlex.join(args) + "\n" + ATC_SH_TAIL
+    """``atc.sh``: run ATC in the package folder, then name its OM inference.om. An older OM is set aside
+    first (so that it cannot hide the new one) and put back if the build fails."""
+    return ATC_SH_HEAD + shlex.join(args) + "\n" + ATC_SH_TAIL
 
 
 def _name_the_om(work: Path, log: Path) -> None:
