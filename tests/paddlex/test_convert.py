@@ -304,4 +304,5 @@ def test_atc_sh_names_the_om_and_fails_without_one(packages, tmp_path):
     assert sorted(p.name for p in out.glob("*.om")) == ["inference.om"] and (out / "inference.om").read_text() == "OM\n"
     run = atc_sh("no_om")
     assert run.returncode == 1 and "atc exited 0 but wrote no inference*.om" in run.stderr
-    assert not list(out.glob("*.om"))
+    assert (out / "inference.om").read_text() == "OM\n"  # a failed build puts the previous OM back
+    assert not (out / ".previous-om").exists()

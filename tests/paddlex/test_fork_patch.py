@@ -4,6 +4,7 @@ runner with no `import paddlex_npu`, refuse what they cannot patch without touch
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ import pytest
 from paddlex_npu.testing import assets
 from paddlex_npu.tools.fork_patch import find_paddlex_dir, load_patch
 from tests.helpers import ENGLISH, NPU_HPI, REPO, norm
+
+INSTALLED = importlib.metadata.version("paddlex")  # 3.7.2 or 3.4.3: both have a patch
 
 
 def _digest(folder: Path) -> dict:
@@ -123,14 +126,14 @@ def copy_beside(site):
 
 def test_a_folder_not_named_paddlex_is_patched_itself_not_the_paddlex_beside_it(site, copy_beside):
     live, mine = _digest(site / "paddlex"), _digest(copy_beside)
-    out = _cli("--apply", "--paddlex-dir", str(copy_beside), "--paddlex-version", "3.7.2")
+    out = _cli("--apply", "--paddlex-dir", str(copy_beside), "--paddlex-version", INSTALLED)
     assert out.returncode == 0, out.stderr
     assert _digest(site / "paddlex") == live and _digest(copy_beside) != mine
     assert all(str(copy_beside) in line for line in out.stdout.splitlines()), out.stdout
-    out = _cli("--check", "--paddlex-dir", str(copy_beside), "--paddlex-version", "3.7.2")
+    out = _cli("--check", "--paddlex-dir", str(copy_beside), "--paddlex-version", INSTALLED)
     assert f"at {copy_beside}: patch is applied" in out.stdout, out.stderr
     assert "patch applies cleanly" in _cli("--check", "--paddlex-dir", str(site / "paddlex")).stdout
-    assert _cli("--revert", "--paddlex-dir", str(copy_beside), "--paddlex-version", "3.7.2").returncode == 0
+    assert _cli("--revert", "--paddlex-dir", str(copy_beside), "--paddlex-version", INSTALLED).returncode == 0
     assert _digest(copy_beside) == mine and _digest(site / "paddlex") == live
 
 
@@ -143,9 +146,11 @@ def test_the_version_comes_from_the_named_folder_not_a_dist_info_beside_it(site,
     assert out.returncode == 1 and "no fork patch for PaddleX 3.6.1" in out.stderr
     (copy_beside / ".version").unlink()
     init = copy_beside / "__init__.py"
-    init.write_text(init.read_text() + '\n__version__ = "3.7.2"\n')
+    init.write_text(init.read_text() + f'\n__version__ = "{INSTALLED}"\n')
     out = _cli("--check", "--paddlex-dir", str(copy_beside))
-    assert out.returncode == 0 and f"PaddleX 3.7.2 at {copy_beside}: patch applies cleanly" in out.stdout, out.stderr
+    assert out.returncode == 0 and f"PaddleX {INSTALLED} at {copy_beside}: patch applies cleanly" in out.stdout, (
+        out.stderr
+    )
 
 
 def test_a_paddlex_folder_outside_site_packages_needs_its_version(site, tmp_path):
@@ -155,5 +160,5 @@ def test_a_paddlex_folder_outside_site_packages_needs_its_version(site, tmp_path
         shutil.copytree(info, tmp_path / info.name)
     out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"))
     assert out.returncode == 1 and "not an installed paddlex" in out.stderr
-    out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"), "--paddlex-version", "3.7.2")
+    out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"), "--paddlex-version", INSTALLED)
     assert out.returncode == 0 and f"at {tmp_path / 'paddlex'}: patch applies cleanly" in out.stdout, out.stderr

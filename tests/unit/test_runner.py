@@ -74,7 +74,9 @@ def test_default_sizes_hold_the_first_call_of_any_size(package):
 
 def test_inputs_are_checked_before_the_call(package):
     runner = make(package)
-    with spy_session(runner.session) as calls, pytest.raises(InputShapeError, match=r"input 'a' of shape \[1, 3\] is outside"):
+    with spy_session(runner.session) as calls, pytest.raises(
+        InputShapeError, match=r"input 'a' of shape \[1, 3\] is outside"
+    ):
         runner([np.zeros((1, 3), np.int32), np.zeros((1, 3, 8, 8), np.float32)])
     assert calls == []
 
