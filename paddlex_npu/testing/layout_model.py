@@ -12,7 +12,7 @@ stride, around cell centres), ``NonMaxSuppression`` per class, gathering and sca
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 
@@ -33,27 +33,14 @@ def _centers(h: int, w: int, stride: int) -> np.ndarray:
     return np.stack([cx, cy, cx, cy], axis=1).astype(np.float32)
 
 
-def wrap_with_postprocess(src: Path, dst: Path) -> Path:
-    """Write ``dst``: ``src`` plus decode + NMS, with inputs ``image``, ``scale_factor``."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    model = onnx.load(str(src))
-    g = model.graph
-    outs = [o.name for o in g.output]
-    n_levels = len(outs) // 2
-    score_names, dist_names = outs[:n_levels], outs[n_levels:]
-    reg = int(g.output[n_levels].type.tensor_type.shape.dim[2].dim_value) // 4  # bins per side
-    nodes, inits = [], []
-
-    def const(name: str, value: Any) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
-        return name
+def _decode_nodes(score_names: List[str], dist_names: List[str], reg: int, const: Callable[[str, Any], str]):
+    """Per level: distances -> boxes in input pixels (GFL decode). Returns (nodes, box names)."""
+    from onnx import helper
 
     const("pp_bins", np.arange(reg, dtype=np.float32).reshape(reg, 1))
     const("pp_sign", np.array([-1, -1, 1, 1], np.float32))
-    boxes_lv, scores_lv = [], []
-    for k, (s_name, d_name, stride) in enumerate(zip(score_names, dist_names, STRIDES)):
+    nodes, boxes = [], []
+    for k, (d_name, stride) in enumerate(zip(dist_names, STRIDES)):
         const(f"pp_shape{k}", np.array([1, -1, 4, reg], np.int64))
         const(f"pp_center{k}", _centers(*INPUT_HW, stride)[None])
         const(f"pp_stride{k}", np.array(stride, np.float32))
@@ -66,9 +53,17 @@ def wrap_with_postprocess(src: Path, dst: Path) -> Path:
             helper.make_node("Mul", [f"pp_ls{k}", "pp_sign"], [f"pp_off{k}"]),
             helper.make_node("Add", [f"pp_center{k}", f"pp_off{k}"], [f"pp_box{k}"]),
         ]
-        boxes_lv.append(f"pp_box{k}")
-        scores_lv.append(s_name)
-    nodes += [
+        boxes.append(f"pp_box{k}")
+    return nodes, boxes
+
+
+def _nms_nodes(boxes_lv: List[str], scores_lv: List[str], const: Callable[[str, Any], str]):
+    """Concat levels, NMS per class, then ``boxes [K, 6]`` (class, score, x1, y1, x2, y2 in original pixels) and
+    ``box_num [1]``, as PaddleX's detection postprocess expects."""
+    from onnx import TensorProto, helper
+
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    return [
         helper.make_node("Concat", boxes_lv, ["pp_boxes"], axis=1),  # [1, L, 4]
         helper.make_node("Concat", scores_lv, ["pp_scores"], axis=1),  # [1, L, C]
         helper.make_node("Transpose", ["pp_scores"], ["pp_scores_t"], perm=[0, 2, 1]),  # [1, C, L]
@@ -77,7 +72,7 @@ def wrap_with_postprocess(src: Path, dst: Path) -> Path:
             [
                 "pp_boxes",
                 "pp_scores_t",
-                const("pp_max", np.array([MAX_PER_CLASS], np.int64)),
+                const("pp_max", i64(MAX_PER_CLASS)),
                 const("pp_iou", np.array([IOU_THRESHOLD], np.float32)),
                 const("pp_thr", np.array([SCORE_THRESHOLD], np.float32)),
             ],
@@ -86,25 +81,39 @@ def wrap_with_postprocess(src: Path, dst: Path) -> Path:
         helper.make_node("GatherND", ["pp_scores_t", "pp_sel"], ["pp_sel_score"]),  # [K]
         helper.make_node("Gather", ["pp_sel", const("pp_i1", np.array(1, np.int64))], ["pp_cls_i"], axis=1),
         helper.make_node("Gather", ["pp_sel", const("pp_i2", np.array(2, np.int64))], ["pp_box_i"], axis=1),
-        helper.make_node("Squeeze", ["pp_boxes", const("pp_ax0", np.array([0], np.int64))], ["pp_boxes0"]),
+        helper.make_node("Squeeze", ["pp_boxes", const("pp_ax0", i64(0))], ["pp_boxes0"]),
         helper.make_node("Gather", ["pp_boxes0", "pp_box_i"], ["pp_sel_box"], axis=0),  # [K, 4]
         # scale_factor is [scale_y, scale_x]: divide x1, y1, x2, y2 by sx, sy, sx, sy
-        helper.make_node(
-            "Gather", ["scale_factor", const("pp_yxyx", np.array([1, 0, 1, 0], np.int64))], ["pp_sf"], axis=1
-        ),
+        helper.make_node("Gather", ["scale_factor", const("pp_yxyx", i64(1, 0, 1, 0))], ["pp_sf"], axis=1),
         helper.make_node("Div", ["pp_sel_box", "pp_sf"], ["pp_box_orig"]),
         helper.make_node("Cast", ["pp_cls_i"], ["pp_cls_f"], to=TensorProto.FLOAT),
-        helper.make_node("Unsqueeze", ["pp_cls_f", const("pp_ax1", np.array([1], np.int64))], ["pp_cls_c"]),
+        helper.make_node("Unsqueeze", ["pp_cls_f", const("pp_ax1", i64(1))], ["pp_cls_c"]),
         helper.make_node("Unsqueeze", ["pp_sel_score", "pp_ax1"], ["pp_score_c"]),
         helper.make_node("Concat", ["pp_cls_c", "pp_score_c", "pp_box_orig"], ["boxes"], axis=1),  # [K, 6]
         helper.make_node("Shape", ["pp_sel"], ["pp_sel_shape"]),
-        helper.make_node(
-            "Slice",
-            ["pp_sel_shape", const("pp_s0", np.array([0], np.int64)), const("pp_s1", np.array([1], np.int64))],
-            ["pp_k"],
-        ),
+        helper.make_node("Slice", ["pp_sel_shape", const("pp_s0", i64(0)), const("pp_s1", i64(1))], ["pp_k"]),
         helper.make_node("Cast", ["pp_k"], ["box_num"], to=TensorProto.INT32),  # [1]
     ]
+
+
+def wrap_with_postprocess(src: Path, dst: Path) -> Path:
+    """Write ``dst``: ``src`` plus decode + NMS, with inputs ``image``, ``scale_factor``."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(src))
+    g = model.graph
+    outs = [o.name for o in g.output]
+    n_levels = len(outs) // 2
+    reg = int(g.output[n_levels].type.tensor_type.shape.dim[2].dim_value) // 4  # bins per side
+    inits = []
+
+    def const(name: str, value: Any) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    nodes, boxes_lv = _decode_nodes(outs[:n_levels], outs[n_levels:], reg, const)
+    nodes += _nms_nodes(boxes_lv, outs[:n_levels], const)
     g.node.extend(nodes)
     g.initializer.extend(inits)
     g.input.append(helper.make_tensor_value_info("scale_factor", TensorProto.FLOAT, [1, 2]))
