@@ -41,3 +41,41 @@ def static_model(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
+
+
+def _save(graph, path: Path) -> Path:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def image_model(path: Path) -> Path:
+    """One NCHW image ``x`` float32 [N,3,H,W] -> ``y`` = x * 2."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    return _save(helper.make_graph([helper.make_node("Mul", ["x", "two"], ["y"])], "image", [x], [y], [two]), path)
+
+
+def small_input_first_model(path: Path) -> Path:
+    """Inputs ``s`` float32 [1,2] (rank 2, first) then ``x`` float32 [1,3,H,W]; ``y`` = x * 2, ``t`` = s."""
+    s = helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 2])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, "H", "W"])
+    t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 2])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    nodes = [helper.make_node("Mul", ["x", "two"], ["y"]), helper.make_node("Identity", ["s"], ["t"])]
+    return _save(helper.make_graph(nodes, "small_first", [s, x], [y, t], [two]), path)
+
+
+def nonzero_model(path: Path) -> Path:
+    """A data-dependent output, as NMS boxes are: ``x`` float32 [1,4] -> ``idx`` = NonZero(x) int64 [2, K]
+    (K: how many values are non-zero) and ``y`` = x + 1 [1,4]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [2, "K"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
+    nodes = [helper.make_node("NonZero", ["x"], ["idx"]), helper.make_node("Add", ["x", "one"], ["y"])]
+    return _save(helper.make_graph(nodes, "nonzero", [x], [idx, y], [one]), path)

@@ -28,13 +28,23 @@ def check_soc_version(soc: str) -> None:
 
 
 def gear_mode_for(shapes: List[List[int]], formats: List[str]) -> str:
-    """The gear mode ATC uses for inputs with these -1 dims: batch only, H/W of one NCHW image, or dims."""
+    """The gear mode ATC uses for inputs with these -1 dims: batch only; H/W of one image when every input is a
+    4-D NCHW image (``--dynamic_image_size`` needs ``--input_format`` NCHW); else dims (ND)."""
     dyn = [[j for j, d in enumerate(s) if d < 0] for s in shapes]
     if all(d in ([], [0]) for d in dyn):
         return "dymbatch"
-    if sum(1 for d in dyn if d) == 1 and any(d == [2, 3] for d in dyn) and formats[0] == "NCHW":
+    all_images = all(len(s) == 4 and f == "NCHW" for s, f in zip(shapes, formats))
+    if all_images and sum(1 for d in dyn if d) == 1 and any(d == [2, 3] for d in dyn):
         return "dymhw"
     return "dymdims"
+
+
+def input_format(man: OMManifest) -> str:
+    """ATC's one ``--input_format``: ND for dims gears or mixed inputs, else the inputs' common format."""
+    formats = {i.format if len(i.shape) == 4 else "ND" for i in man.inputs}
+    if man.mode == "dymdims" or len(formats) != 1:
+        return "ND"
+    return formats.pop()
 
 
 def parse_input_shape(text: str, names: Sequence[str]) -> Dict[str, List[int]]:
@@ -77,8 +87,7 @@ def input_shape_arg(man: OMManifest) -> str:
 def atc_args(onnx_path: Path, output: Path, soc: str, man: OMManifest, precision: str) -> List[str]:
     """The ``atc`` command line that builds the OM ``man`` describes from ``onnx_path``."""
     args = ["atc", "--framework=5", f"--model={onnx_path}", f"--output={output}", f"--soc_version={soc}"]
-    nd = man.mode == "dymdims" or any(len(i.shape) != 4 for i in man.inputs)
-    args.append(f"--input_format={'ND' if nd else 'NCHW'}")
+    args.append(f"--input_format={input_format(man)}")
     args.append("--input_shape=" + input_shape_arg(man))
     gears = ";".join(",".join(map(str, g)) for g in man.gears or [])
     if man.mode == "dymbatch":

@@ -14,6 +14,7 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
       "gears": [[640, 640], [960, 960]],       # gear modes: per gear, the values of every -1 dim of all inputs in
                                                # input order (the layout of ATC --dynamic_dims); dymbatch: [[1],[4]]
       "outputs": ["sigmoid_0.tmp_0"],
+      "data_dependent": ["boxes"],             # outputs whose shape depends on input values (NMS boxes, ...)
       "soc_version": "Ascend310P3", "precision": "fp16" | "fp32",
       "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
       "atc_command": "atc --framework=5 ..."
@@ -22,6 +23,19 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
 ``static`` has no -1 dims; ``dymbatch`` varies dim 0 of the inputs that have a -1 there (one value per gear);
 ``dymhw`` varies H and W of an NCHW input (two values per gear: H, W); ``dymdims`` any dims (ND); ``dymshape``
 ranges. ATC accepts 2 to 100 gears.
+
+What ATC would refuse is refused here, with the reason: ``dymhw`` (``--dynamic_image_size``) needs
+``--input_format`` NCHW, so every input must be a 4-D NCHW tensor (a model with a second, non-image input such
+as ``scale_factor [1, 2]`` uses ``dymdims`` with ND); ranges only in ``dymshape`` (ATC takes ranges or gears, not
+both). A range ``[lo, -1]`` is written ``-1`` for ATC (there is no ``lo~-1``); the runner checks ``lo`` in Python.
+
+``data_dependent`` names the outputs whose shape depends on the input values, not only on the input shapes
+(``boxes [M, 6]`` after NMS; ``box_num [1]`` is not one). ACL reports an output's real shape only in
+``dymshape`` (ais_bench reads ``aclmdlGetDatasetTensorDesc`` there, ``aclmdlGetCurOutputDims`` otherwise, which
+knows gears and static shapes only) and CANN's gear options do not support such networks, so a manifest with
+``data_dependent`` outputs must be ``dymshape`` (its inputs may then be fully fixed) and cannot run on Ascend
+310/310B. ``paddlex-npu convert`` fills it from the ONNX graph (:mod:`.graph`); an OM without a manifest whose
+inputs are all fixed but whose outputs have -1 dims is taken as such a model.
 """
 
 from __future__ import annotations
@@ -102,6 +116,7 @@ class OMManifest(BaseModel):
     inputs: List[InputSpec]
     gears: Optional[List[List[int]]] = None
     outputs: List[str] = Field(default_factory=list)
+    data_dependent: List[str] = Field(default_factory=list)
     soc_version: Optional[str] = None
     precision: Optional[str] = None
     onnx_sha256: Optional[str] = None
@@ -111,29 +126,62 @@ class OMManifest(BaseModel):
     def _check(self) -> OMManifest:
         if self.schema_ != SCHEMA:
             raise ValueError(f"schema {self.schema_!r} is not {SCHEMA!r}")
+        self._check_data_dependent()
         n_dyn = sum(len(i.dynamic_dims) for i in self.inputs)
         if self.mode == "static":
             if n_dyn:
                 raise ValueError("a static OM has no -1 dims")
-        elif n_dyn == 0:
+        elif n_dyn == 0 and not (self.mode == "dymshape" and self.data_dependent):
             raise ValueError(f"mode {self.mode} needs -1 dims in the input shapes")
         if self.mode in GEAR_MODES:
-            if not self.gears or not MIN_GEARS <= len(self.gears) <= MAX_GEARS:
-                raise ValueError(f"mode {self.mode} needs {MIN_GEARS} to {MAX_GEARS} gears (ATC's limit)")
-            per_gear = {"dymbatch": 1, "dymhw": 2}.get(self.mode, n_dyn)
-            if any(len(g) != per_gear or min(g) <= 0 for g in self.gears):
-                raise ValueError(f"each {self.mode} gear needs {per_gear} positive values, got {self.gears}")
-            if self.mode == "dymbatch" and any(i.dynamic_dims not in ([], [0]) for i in self.inputs):
-                raise ValueError("dymbatch varies only dim 0 of the inputs")
-            if self.mode == "dymhw" and not any(i.dynamic_dims == [2, 3] for i in self.inputs):
-                raise ValueError("dymhw needs an NCHW input with -1 at H and W")
+            self._check_gears(n_dyn)
         elif self.gears:
             raise ValueError(f"mode {self.mode} takes no gears")
-        if self.mode == "dymshape":
-            for spec in self.inputs:
-                if spec.range is not None and len(spec.range) != len(spec.shape):
-                    raise ValueError(f"input {spec.name}: range has {len(spec.range)} dims, shape {len(spec.shape)}")
+        for spec in self.inputs:
+            if spec.range is not None and self.mode != "dymshape":
+                raise ValueError(
+                    f"input {spec.name}: ranges are for dymshape only (ATC takes --input_shape ranges or gears, "
+                    f"not both); drop the range or use mode dymshape"
+                )
+            if spec.range is not None and len(spec.range) != len(spec.shape):
+                raise ValueError(f"input {spec.name}: range has {len(spec.range)} dims, shape {len(spec.shape)}")
         return self
+
+    def _check_data_dependent(self) -> None:
+        unknown = [n for n in self.data_dependent if self.outputs and n not in self.outputs]
+        if unknown:
+            raise ValueError(f"data_dependent names {unknown}, which are not outputs ({', '.join(self.outputs)})")
+        if self.data_dependent and self.mode != "dymshape":
+            raise ValueError(
+                f"outputs {self.data_dependent} have data-dependent shapes (e.g. boxes after NMS), which ACL reports "
+                f"only in dymshape (aclmdlGetCurOutputDims knows gears and static shapes only; on the device a "
+                f"{self.mode} OM would return the whole output buffer as a flat array): build the OM as dymshape "
+                "(`paddlex-npu convert ... --mode dymshape`, Ascend310P/910; Ascend310/310B cannot run this model)"
+            )
+
+    def _check_gears(self, n_dyn: int) -> None:
+        if not self.gears or not MIN_GEARS <= len(self.gears) <= MAX_GEARS:
+            raise ValueError(f"mode {self.mode} needs {MIN_GEARS} to {MAX_GEARS} gears (ATC's limit)")
+        per_gear = {"dymbatch": 1, "dymhw": 2}.get(self.mode, n_dyn)
+        if any(len(g) != per_gear or min(g) <= 0 for g in self.gears):
+            raise ValueError(f"each {self.mode} gear needs {per_gear} positive values, got {self.gears}")
+        if self.mode == "dymbatch" and any(i.dynamic_dims not in ([], [0]) for i in self.inputs):
+            raise ValueError("dymbatch varies only dim 0 of the inputs")
+        if self.mode == "dymhw":
+            others = [
+                f"{i.name} ({i.format}, rank {len(i.shape)})"
+                for i in self.inputs
+                if i.format != "NCHW" or len(i.shape) != 4
+            ]
+            if others:
+                raise ValueError(
+                    f"dymhw (ATC --dynamic_image_size) needs --input_format NCHW, but inputs {others} are not 4-D "
+                    "NCHW images: use mode dymdims (ATC --dynamic_dims with --input_format ND) for this model"
+                )
+            if sum(1 for i in self.inputs if i.dynamic_dims) != 1 or not any(
+                i.dynamic_dims == [2, 3] for i in self.inputs
+            ):
+                raise ValueError("dymhw needs one NCHW input with -1 at H and W (and no other -1 dims)")
 
     # ---- derived views ---------------------------------------------------------------------------------
     def input_ranges(self) -> Dict[str, List[Tuple[int, int]]]:
@@ -177,7 +225,7 @@ class OMManifest(BaseModel):
         """One line for error messages: the gears or ranges this OM accepts."""
         if self.mode == "dymshape":
             return "dymshape ranges " + "; ".join(
-                f"{n}:[{','.join(range_text(lo, hi) for lo, hi in r)}]" for n, r in self.input_ranges().items()
+                f"{n}:[{','.join(range_label(lo, hi) for lo, hi in r)}]" for n, r in self.input_ranges().items()
             )
         return f"{self.mode} gears " + " | ".join(
             ";".join(f"{spec.name}:{','.join(map(str, s))}" for spec, s in zip(self.inputs, g))
@@ -187,15 +235,21 @@ class OMManifest(BaseModel):
     def check_soc(self) -> None:
         """Refuse a dymshape OM on a chip without dynamic shape (Ascend 310/310B)."""
         soc = (self.soc_version or "").strip()
-        if self.mode == "dymshape" and any(
-            soc == s or soc.startswith(s) and soc[len(s) :].isdigit() for s in NO_DYMSHAPE_SOCS
-        ):
+        if self.mode != "dymshape" or not no_dymshape(soc):
+            return
+        if self.data_dependent:
             raise ConfigError(
-                f"this OM is a dynamic-shape (dymshape) model for {soc}, but {soc} has no dynamic shape "
-                "support (CANN: Ascend 310/310B run gears only). Rebuild it with gears, e.g. "
-                f"`paddlex-npu convert MODEL_DIR -o OUT_DIR --soc-version {soc} --mode gears`, i.e. ATC "
-                "--dynamic_dims / --dynamic_image_size / --dynamic_batch_size"
+                f"this model's outputs {self.data_dependent} have data-dependent shapes (e.g. boxes after NMS), which "
+                f"only a dynamic-shape (dymshape) OM reports, and {soc} has no dynamic shape support (CANN: Ascend "
+                "310/310B run gears only, and gears cannot return such outputs): this model cannot run on "
+                f"{soc}; use an Ascend 310P or 910 (or run it on the CPU)"
             )
+        raise ConfigError(
+            f"this OM is a dynamic-shape (dymshape) model for {soc}, but {soc} has no dynamic shape "
+            "support (CANN: Ascend 310/310B run gears only). Rebuild it with gears, e.g. "
+            f"`paddlex-npu convert MODEL_DIR -o OUT_DIR --soc-version {soc} --mode gears`, i.e. ATC "
+            "--dynamic_dims / --dynamic_image_size / --dynamic_batch_size"
+        )
 
     # ---- I/O -------------------------------------------------------------------------------------------
     def to_json(self) -> str:
@@ -207,9 +261,20 @@ class OMManifest(BaseModel):
         return path
 
 
+def no_dymshape(soc: str) -> bool:
+    """Whether a chip has no dynamic shape (Ascend310, Ascend310B1..): gears only."""
+    return any(soc == s or soc.startswith(s) and soc[len(s) :].isdigit() for s in NO_DYMSHAPE_SOCS)
+
+
 def range_text(lo: int, hi: int) -> str:
-    """One dim as ATC's ``--input_shape`` writes it: ``3`` (fixed), ``-1`` (unbounded) or ``lo~hi``."""
-    return str(lo) if lo == hi else "-1" if (lo, hi) == (1, -1) else f"{lo}~{hi}"
+    """One dim as ATC's ``--input_shape`` writes it: ``3`` (fixed), ``-1`` (unbounded) or ``lo~hi``. ATC has no
+    ``lo~-1``: an unbounded dim is ``-1`` whatever its lower bound, which the runner checks in Python."""
+    return str(lo) if lo == hi else "-1" if hi == -1 else f"{lo}~{hi}"
+
+
+def range_label(lo: int, hi: int) -> str:
+    """One dim for messages: ``3``, ``-1`` (any), ``>=32`` (unbounded above) or ``lo~hi``."""
+    return f">={lo}" if hi == -1 and lo > 1 else range_text(lo, hi)
 
 
 def in_ranges(dims: Sequence[int], ranges: Sequence[Tuple[int, int]]) -> bool:
@@ -250,15 +315,21 @@ def default_for(
     input_shapes: Sequence[Sequence[int]],
     input_dtypes: Sequence[str],
     output_names: Sequence[str],
+    output_shapes: Optional[Sequence[Sequence[int]]] = None,
 ) -> OMManifest:
     """What an OM without a manifest is taken to be: dymshape with the descriptors' -1 dims unbounded, or
-    static when nothing is dynamic."""
+    static when nothing is dynamic. When no input varies, an output with a -1 dim can only be data-dependent
+    (NMS boxes): such a model is dymshape with those outputs marked."""
     dynamic = any(d < 0 for s in input_shapes for d in s)
+    data_dependent = []
+    if not dynamic and output_shapes is not None:
+        data_dependent = [n for n, s in zip(output_names, output_shapes) if any(d < 0 for d in s)]
     return OMManifest(
-        mode="dymshape" if dynamic else "static",
+        mode="dymshape" if dynamic or data_dependent else "static",
         inputs=[
             InputSpec(name=n, dtype=t, shape=[int(d) if d > 0 else -1 for d in s])
             for n, s, t in zip(input_names, input_shapes, input_dtypes)
         ],
         outputs=list(output_names),
+        data_dependent=data_dependent,
     )

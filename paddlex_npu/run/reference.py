@@ -114,6 +114,7 @@ class InferSession:
         self._freed = False
         self._custom_sizes: List[int] = []
         self._cur_shapes: List[List[int]] = [list(d.shape) for d in self.intensors_desc]
+        self._dyn_type = "static"  # the C++ dynamicType: which kind of shape was set last
         self.infer_mode_switch = {
             "static": self._static_prepare,
             "dymbatch": self._dymbatch_prepare,
@@ -173,14 +174,10 @@ class InferSession:
 
     # ---- dynamic setters -------------------------------------------------------------
     def set_staticbatch(self) -> None:
-        """Static execution: a static OM's shapes, a gear OM's largest gear, nothing valid for a range OM."""
+        """As ``SetStaticBatch`` in C++: static execution from now on, ``realsize`` and the shapes left as the last
+        gear set them (no gear is chosen). ``infer`` then refuses it on a dims-gear OM, as ``SetInputsData`` does."""
         self._check_alive()
-        if self.built_mode == "dymshape":
-            for i, desc in enumerate(self.intensors_desc):
-                desc.realsize = desc.size
-                self._cur_shapes[i] = list(desc.shape)
-        else:
-            self._set_gear(max(self._gears, key=lambda g: math.prod(g[0])))
+        self._dyn_type = "static"
 
     def set_dynamic_batchsize(self, dym_batch: int) -> None:
         self._check_alive()
@@ -203,7 +200,7 @@ class InferSession:
     def set_dynamic_dims(self, dym_dims: str) -> None:
         self._check_alive()
         self._require_built("dymdims")
-        parsed = _parse_dym_string(dym_dims)
+        parsed = _parse_dym_string(dym_dims, "dims")
         shapes = [parsed.get(d.name) for d in self.intensors_desc]
         for gear in self._gears:
             if shapes == gear:
@@ -214,6 +211,7 @@ class InferSession:
         )
 
     def _set_gear(self, gear: List[List[int]]) -> None:
+        self._dyn_type = self.built_mode
         for i, (desc, shape) in enumerate(zip(self.intensors_desc, gear)):
             desc.realsize = math.prod(shape) * numpy_dtype(desc.datatype).itemsize
             self._cur_shapes[i] = list(shape)
@@ -228,7 +226,7 @@ class InferSession:
         self._check_alive()
         if self.built_mode != "dymshape":
             raise _acl_failure(f"set_dynamic_shape on a {self.built_mode} OM: it was built without shape ranges")
-        parsed = _parse_dym_string(dym_shape)
+        parsed = _parse_dym_string(dym_shape, "shape")
         by_name = {d.name: i for i, d in enumerate(self.intensors_desc)}
         for name, dims in parsed.items():
             if name not in by_name:
@@ -242,6 +240,7 @@ class InferSession:
             desc = self.intensors_desc[i]
             desc.realsize = math.prod(dims) * numpy_dtype(desc.datatype).itemsize
             self._cur_shapes[i] = list(dims)
+        self._dyn_type = "dymshape"
 
     def set_custom_outsize(self, custom_sizes: List[int]) -> None:
         self._check_alive()
@@ -292,11 +291,12 @@ class InferSession:
         raise RuntimeError("not a dymbatch model!")
 
     def _dymhw_prepare(self, shapes: List[List[int]], custom_sizes: Any) -> None:
+        """As ais_bench's scan: ``shape[2]`` (then ``[3]``) of every input's descriptor until the image, so an
+        earlier input of rank < 3 raises ``IndexError``."""
         if len(shapes) != len(self.intensors_desc):
             raise RuntimeError("input datas and intensors nums not matched!")
-        self._require_built("dymhw")
         for desc, shape in zip(self.intensors_desc, shapes):
-            if len(desc.shape) == 4 and desc.shape[2] < 0 and desc.shape[3] < 0:
+            if desc.shape[2] < 0 and desc.shape[3] < 0:
                 self.set_dynamic_hw(shape[2], shape[3])
                 return
         raise RuntimeError("not a dymhw model!")
@@ -319,12 +319,14 @@ class InferSession:
     def _run(self, inputs: List[np.ndarray], mode: str) -> List[np.ndarray]:
         if len(inputs) != len(self.intensors_desc):
             raise RuntimeError("input datas and intensors nums not matched!")
-        feed = {}
         for i, (arr, desc) in enumerate(zip(inputs, self.intensors_desc)):
             if arr.nbytes != desc.realsize:
                 raise _acl_failure(
                     f"check i:{i} name:{desc.name} in size:{arr.nbytes} needsize:{desc.realsize} not match"
                 )
+        self._check_dynamic_type()
+        feed = {}
+        for i, (arr, desc) in enumerate(zip(inputs, self.intensors_desc)):
             # The device consumes raw bytes in the model's dtype and current shape.
             raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
             feed[desc.name] = raw.view(numpy_dtype(desc.datatype)).reshape(self._cur_shapes[i])
@@ -333,16 +335,38 @@ class InferSession:
             start = (time.perf_counter() - self._t0) * 1000.0
             outputs = self._om.run(feed)
             self._summary.exec_time_list.append((start, (time.perf_counter() - self._t0) * 1000.0))
-        for i, (out, desc) in enumerate(zip(outputs, self._om.output_descs())):
-            reserved = self._custom_sizes[i] if i < len(self._custom_sizes) else desc.size
-            if reserved == 0:
-                raise _acl_failure(f"output {i} ({desc.name}) size is 0: no buffer reserved (custom_sizes)")
-            if out.nbytes > reserved:
-                raise _acl_failure(
-                    f"output {i} ({desc.name}) needs {out.nbytes} bytes, larger than the {reserved} "
-                    "bytes reserved (custom_sizes)"
-                )
-        return [np.ascontiguousarray(o) for o in outputs]
+        return [self._output(i, out, desc) for i, (out, desc) in enumerate(zip(outputs, self._om.output_descs()))]
+
+    def _check_dynamic_type(self) -> None:
+        """``SetInputsData``: a dims-gear OM runs only with a dims gear set; and a gear OM whose gear was never set
+        has no defined shape to run (undefined on the device; refused here)."""
+        if self.built_mode == "dymdims" and self._dyn_type != "dymdims":
+            raise _acl_failure(
+                f"check failed dym gearcount:{len(self._gears)} but dymtype:{self._dyn_type} not set "
+                "(a dymdims OM runs in mode dymdims only)"
+            )
+        if any(d < 0 for s in self._cur_shapes for d in s):
+            raise _acl_failure(
+                f"{self._dyn_type} execution of a {self.built_mode} OM before any gear or shape was set "
+                f"(realsize {[d.realsize for d in self.intensors_desc]})"
+            )
+
+    def _output(self, i: int, out: np.ndarray, desc: tensor_desc) -> np.ndarray:
+        """One output as the device returns it. Outside dymshape ACL knows only compiled output shapes
+        (``aclmdlGetCurOutputDims``): a data-dependent output comes back as the whole reserved buffer, 1-D."""
+        reserved = self._custom_sizes[i] if i < len(self._custom_sizes) else desc.size
+        if reserved == 0:
+            raise _acl_failure(f"output {i} ({desc.name}) size is 0: no buffer reserved (custom_sizes)")
+        if out.nbytes > reserved:
+            raise _acl_failure(
+                f"output {i} ({desc.name}) needs {out.nbytes} bytes, larger than the {reserved} "
+                "bytes reserved (custom_sizes)"
+            )
+        if self._dyn_type == "dymshape" or desc.name not in self._om.data_dependent:
+            return np.ascontiguousarray(out)
+        flat = np.zeros(reserved // out.dtype.itemsize, out.dtype)  # the device leaves the rest undefined
+        flat[: out.size] = out.reshape(-1)
+        return flat
 
     def __repr__(self) -> str:
         return f"<reference InferSession {os.path.basename(self.onnx_path)} device:{self.device_id}>"
@@ -407,20 +431,25 @@ def _check_custom_size(custom_sizes: Any, mode: str) -> None:
         raise ValueError(f"value:{custom_sizes} of custom_sizes is out of range (0, {MAX_CUSTOM_SIZE}]")
 
 
-def _parse_dym_string(text: str) -> Dict[str, List[int]]:
-    illegal = RuntimeError("the format of dynamic shape string is illegal, please check")
+INPUT_DYM_SHAPE_MAX_LENGTH = 30  # C++ Utils::SplitStringByComma: one input's dims text
+
+
+def _parse_dym_string(text: str, kind: str = "shape") -> Dict[str, List[int]]:
+    """``Utils::IsLegalDymString``: ``name:d,d;...``; one input's dims text over 30 characters makes C++ throw
+    ``Input dymShpae out of length`` (sic); at most 6 dims of 1-9 digits, no leading zero."""
+    illegal = RuntimeError(f"the format of dynamic {kind} string is illegal, please check")
     if not text or len(text) > 4096:
         raise illegal
     parsed: Dict[str, List[int]] = {}
     for part in text.split(";"):
-        name, sep, dims_text = part.rpartition(":")
-        if not sep or not _DYM_NAME.match(name) or not dims_text:
+        fields = part.split(":")
+        if len(fields) != 2 or not _DYM_NAME.match(fields[0]):
             raise illegal
+        name, dims_text = fields
+        if len(dims_text) > INPUT_DYM_SHAPE_MAX_LENGTH:
+            raise RuntimeError("Input dymShpae out of length")
         dims_s = dims_text.split(",")
-        if not 0 < len(dims_s) <= 6 or any(not d.isdigit() or len(d) > 9 for d in dims_s):
+        if not 0 < len(dims_s) <= 6 or any(not re.fullmatch(r"[1-9][0-9]{0,8}", d) for d in dims_s):
             raise illegal
-        dims = [int(d) for d in dims_s]
-        if 0 in dims:
-            raise illegal
-        parsed[name] = dims
+        parsed[name] = [int(d) for d in dims_s]
     return parsed

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..om.graph import data_dependent_outputs
 from ..om.manifest import OMManifest, default_for, parse
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 
@@ -52,10 +53,17 @@ class ReferenceOM:
         self.ort = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
         nodes = self.ort.get_inputs()
         onnx_shapes = [_dims(n.shape) for n in nodes]
+        outs = self.ort.get_outputs()
         if manifest is None:
             manifest = default_for(
-                [n.name for n in nodes], onnx_shapes, [numpy_dtype(ONNX_TYPES[n.type]).name for n in nodes], []
+                [n.name for n in nodes],
+                onnx_shapes,
+                [numpy_dtype(ONNX_TYPES[n.type]).name for n in nodes],
+                [o.name for o in outs],
+                [_dims(o.shape) for o in outs],
             )
+        # What the compiled OM cannot know before it runs: outputs shaped by the input values (NMS boxes).
+        self.data_dependent = data_dependent_outputs(onnx_path)
         self.manifest: OMManifest = parse(manifest, f"the manifest of {onnx_path}")
         if [i.name for i in self.manifest.inputs] != [n.name for n in nodes]:
             raise RuntimeError(
@@ -81,12 +89,19 @@ class ReferenceOM:
     def output_descs(self) -> List[tensor_desc]:
         if self._output_descs is None:
             sizes = [0] * len(self.output_names)
+            dims = [_dims(node.shape) for node in self.ort.get_outputs()]
             if self.gears:
                 largest = max(self.gears, key=lambda g: sum(math.prod(s) for s in g))
-                sizes = [o.nbytes for o in self.run(self.zeros(largest))]
+                outs = self.run(self.zeros(largest))
+                sizes = [o.nbytes for o in outs]
+                if self.mode == "static":  # a static OM's outputs have the compiled shapes, unless data-dependent
+                    dims = [
+                        d if n in self.data_dependent else list(o.shape)
+                        for n, d, o in zip(self.output_names, dims, outs)
+                    ]
             self._output_descs = [
-                tensor_desc(node.name, ONNX_TYPES[node.type], 2, _dims(node.shape), size, size)
-                for node, size in zip(self.ort.get_outputs(), sizes)
+                tensor_desc(node.name, ONNX_TYPES[node.type], 2, d, size, size)
+                for node, d, size in zip(self.ort.get_outputs(), dims, sizes)
             ]
         return self._output_descs
 

@@ -74,6 +74,7 @@ class OMRunner:
                 f"the OM manifest names inputs {[i.name for i in manifest.inputs]}, the OM has "
                 f"{self.input_names}: the manifest belongs to another model"
             )
+        _check_static_outputs(manifest, self._out_descs, name)
         fixed = _fixed_sizes(config, self.output_names)
         self._sizer = OutputSizer(
             [list(d.shape) for d in self._out_descs],
@@ -192,6 +193,19 @@ class OMRunner:
         return self._opened
 
 
+def _check_static_outputs(manifest: mf.OMManifest, descs: List[Any], name: str) -> None:
+    """A static OM knows every output shape; an output that still has -1 dims is data-dependent (NMS boxes),
+    which only dymshape returns (see om/manifest.py)."""
+    unknown = [d.name for d in descs if any(x < 0 for x in d.shape)]
+    if manifest.mode == "static" and unknown:
+        raise ConfigError(
+            f"{name}: this static OM has outputs {unknown} whose shape is not fixed, so it depends on the input values "
+            "(e.g. boxes after NMS); ACL reports such shapes only in dymshape, and a static OM returns the whole "
+            "output buffer as a flat array. Build the OM as dymshape (`paddlex-npu convert ... --mode dymshape`, "
+            "Ascend310P/910) and mark them in the manifest's data_dependent"
+        )
+
+
 def _fixed_sizes(config: OMBackendConfig, outputs: List[str]) -> Optional[List[int]]:
     """``custom_sizes`` as one size per output (validated in range by the config); a list must match the outputs."""
     sizes = config.custom_sizes
@@ -273,9 +287,11 @@ def build_om_runner(
 
 def _manifest_from_descriptors(opened: OpenedSession) -> mf.OMManifest:
     ins = list(opened.session.get_inputs())
+    outs = list(opened.session.get_outputs())
     return mf.default_for(
         [d.name for d in ins],
         [list(d.shape) for d in ins],
         [numpy_dtype(d.datatype).name for d in ins],
-        [d.name for d in opened.session.get_outputs()],
+        [d.name for d in outs],
+        [list(d.shape) for d in outs],
     )

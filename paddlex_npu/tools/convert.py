@@ -29,6 +29,7 @@ from ..errors import ConfigError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
+from ..om.graph import data_dependent_outputs
 from .export import OnnxModel, check_against_paddle, export_onnx
 from .tasks import ConvertError, Task, default_gears, default_ranges, sample_shape, task_of, task_shapes
 
@@ -135,9 +136,41 @@ def _onnx_in(model_dir: Path, work: Path, task: Task, notes: List[str]) -> OnnxM
     return onnx
 
 
-def _manifest(mode: str, task: Task, specs: List[mf.InputSpec], gear_list: Optional[List[List[int]]]) -> mf.OMManifest:
+def _check_data_dependent(outputs: List[str], mode: str, soc: str) -> None:
+    """A model with data-dependent output shapes (NMS boxes) runs only as a dymshape OM (see om/manifest.py)."""
+    if not outputs:
+        return
+    if mf.no_dymshape(soc):
+        raise ConvertError(
+            f"the model's outputs {outputs} have data-dependent shapes (e.g. boxes after NMS); ACL reports such "
+            f"shapes only for dynamic-shape (dymshape) OMs, which {soc} cannot run (CANN: Ascend 310/310B run gears "
+            f"only, and CANN's gears do not support such networks): this model cannot run on {soc}. Build it for an "
+            "Ascend 310P or 910 with --mode dymshape"
+        )
+    if mode != "dymshape":
+        raise ConvertError(
+            f"--mode {mode}: the model's outputs {outputs} have data-dependent shapes (e.g. boxes after NMS); in "
+            "gear and static modes ACL knows only compiled output shapes (aclmdlGetCurOutputDims) and ais_bench "
+            "would return the whole output buffer as a flat array. Use --mode dymshape (the default)"
+        )
+
+
+def _manifest(
+    mode: str,
+    task: Task,
+    specs: List[mf.InputSpec],
+    gear_list: Optional[List[List[int]]],
+    data_dependent: Optional[List[str]] = None,
+) -> mf.OMManifest:
     """The manifest of the OM to build: static, dymshape ranges, or gears (``gear_list`` None: the defaults)."""
     shapes = [s.shape for s in specs]
+    if data_dependent:  # dymshape, even when no input dim varies (checked by _check_data_dependent)
+        ranges = default_ranges(task, shapes)
+        return mf.OMManifest(
+            mode="dymshape",
+            inputs=[sp.model_copy(update={"range": r}) for sp, r in zip(specs, ranges)],
+            data_dependent=data_dependent,
+        )
     if mode == "static" or not any(d < 0 for s in shapes for d in s):
         if any(d < 0 for s in shapes for d in s):
             gear_mode, options = default_gears(task, shapes)
@@ -152,7 +185,7 @@ def _manifest(mode: str, task: Task, specs: List[mf.InputSpec], gear_list: Optio
     gear_mode = gear_mode_for(shapes, [s.format for s in specs])
     if gear_list is None:
         default_mode, gear_list = default_gears(task, shapes)
-        gear_mode = default_mode if task.kind != "batch" else gear_mode
+        gear_mode = default_mode if task.kind != "batch" and gear_mode != "dymdims" else gear_mode
     return mf.parse(
         {"mode": gear_mode, "inputs": [s.model_dump() for s in specs], "gears": gear_list}, "the gears for this model"
     )
@@ -189,6 +222,8 @@ def plan_conversion(
     notes: List[str] = []
     onnx = _onnx_in(model_dir, work, task, notes)
     shutil.copyfile(yml, work / "inference.yml")
+    data_dependent = data_dependent_outputs(onnx.path)
+    _check_data_dependent(data_dependent, mode, soc)
 
     names = [n for n, _, _ in onnx.inputs]
     shapes = task_shapes(task, onnx.inputs)
@@ -204,7 +239,7 @@ def plan_conversion(
         gear_list = _planned_gears(model_name, work, task, shapes, samples, max_gears or DEFAULT_MAX_GEARS, notes)
     elif gears:
         gear_list = parse_gears(gears)
-    man = _manifest(mode, task, specs, gear_list).model_copy(
+    man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,
             "precision": precision,

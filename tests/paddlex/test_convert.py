@@ -306,3 +306,19 @@ def test_atc_sh_names_the_om_and_fails_without_one(packages, tmp_path):
     assert run.returncode == 1 and "atc exited 0 but wrote no inference*.om" in run.stderr
     assert (out / "inference.om").read_text() == "OM\n"  # a failed build puts the previous OM back
     assert not (out / ".previous-om").exists()
+
+
+def test_a_model_with_data_dependent_outputs_converts_to_dymshape_only(asset_root, tmp_path):
+    """PicoDet layout (boxes [M, 6] after NMS): gears and static are refused with the reason, Ascend 310/310B
+    cannot run it at all, dymshape marks boxes as data-dependent and uses ND for image + scale_factor."""
+    layout = asset_root / "paddle" / assets.LAYOUT
+    for mode in ("gears", "static"):
+        with pytest.raises(ConvertError, match=rf"--mode {mode}: the model's outputs \['boxes'\] have data-dependent"):
+            convert(layout, tmp_path / mode, "Ascend310P3", mode, run=False)
+    with pytest.raises(ConvertError, match="this model cannot run on Ascend310B1"):
+        convert(layout, tmp_path / "b1", "Ascend310B1", "gears", run=False)
+    assert not any(p.name in ("gears", "static", "b1") for p in tmp_path.iterdir())
+    out = convert(layout, tmp_path / "dym", "Ascend310P3", "dymshape", run=False)
+    man = mf.load(out.package / mf.MANIFEST_NAME)
+    assert man.mode == "dymshape" and man.data_dependent == ["boxes"]
+    assert "--input_format=ND '--input_shape=image:1,3,800,608;scale_factor:1,2'" in out.atc_command

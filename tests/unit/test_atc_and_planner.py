@@ -83,3 +83,97 @@ def test_soc_versions_are_ascend_chips():
     for soc in ("NotAChip", "", "ascend310p3", "Ascend310P6", "Ascend910B5", "Ascend910_9491", "Ascend310P3 "):
         with pytest.raises(ConfigError, match="is not an Ascend chip ATC builds for: use one of Ascend310, "):
             check_soc_version(soc)
+
+
+def test_an_unbounded_range_is_minus_1_for_atc_and_its_lower_bound_is_checked_in_python():
+    from paddlex_npu.run.gears import InputShapeError, check_ranges
+
+    man = mf.parse(
+        {
+            "mode": "dymshape",
+            "inputs": [{"name": "x", "shape": [-1, 3, 48, -1], "range": [[1, 6], [3, 3], [48, 48], [32, -1]]}],
+        },
+        "test",
+    )
+    args = atc_args(Path("m/inference.onnx"), Path("out/inference"), "Ascend310P3", man, "fp16")
+    assert "--input_shape=x:1~6,3,48,-1" in args and not any("~-1" in a for a in args)
+    check_ranges(man, [[2, 3, 48, 4000]])
+    with pytest.raises(InputShapeError, match=">=32"):
+        check_ranges(man, [[2, 3, 48, 16]])
+
+
+def test_an_image_plus_scale_factor_model_uses_dims_gears_with_nd():
+    from paddlex_npu.om.atc import gear_mode_for
+
+    shapes, formats = [[1, 3, -1, -1], [1, 2]], ["NCHW", "ND"]
+    assert gear_mode_for(shapes, formats) == "dymdims"
+    assert gear_mode_for([[1, 3, -1, -1]], ["NCHW"]) == "dymhw"
+    inputs = [{"name": "image", "shape": shapes[0]}, {"name": "scale_factor", "format": "ND", "shape": shapes[1]}]
+    man = mf.parse({"mode": "dymdims", "inputs": inputs, "gears": [[608, 608], [800, 608]]}, "test")
+    command = " ".join(atc_args(Path("m/inference.onnx"), Path("out/inference"), "Ascend310P3", man, "fp16"))
+    assert "--input_format=ND" in command and "--dynamic_dims=608,608;800,608" in command
+    assert "--dynamic_image_size" not in command
+
+
+@pytest.mark.parametrize(
+    "manifest, reason",
+    [
+        (
+            {
+                "mode": "dymhw",
+                "inputs": [
+                    {"name": "image", "shape": [1, 3, -1, -1]},
+                    {"name": "scale_factor", "format": "ND", "shape": [1, 2]},
+                ],
+                "gears": [[608, 608], [800, 608]],
+            },
+            r"dymhw \(ATC --dynamic_image_size\) needs --input_format NCHW.*scale_factor.*use mode dymdims",
+        ),
+        (
+            {
+                "mode": "dymhw",
+                "inputs": [{"name": "x", "format": "NHWC", "shape": [1, 3, -1, -1]}],
+                "gears": [[8, 8], [16, 16]],
+            },
+            r"needs --input_format NCHW",
+        ),
+        (
+            {
+                "mode": "dymbatch",
+                "inputs": [{"name": "x", "shape": [-1, 3, 8, 8], "range": [[1, 4], [3, 3], [8, 8], [8, 8]]}],
+                "gears": [[1], [4]],
+            },
+            r"ranges are for dymshape only",
+        ),
+        (
+            {
+                "mode": "static",
+                "inputs": [{"name": "x", "shape": [1, 4]}],
+                "outputs": ["boxes", "n"],
+                "data_dependent": ["boxes"],
+            },
+            r"data-dependent shapes .* only in dymshape",
+        ),
+    ],
+)
+def test_the_manifest_refuses_what_atc_or_acl_would_refuse_with_the_reason(manifest, reason):
+    with pytest.raises(ConfigError, match=reason):
+        mf.parse(manifest, "test")
+
+
+def test_data_dependent_outputs_need_dymshape_and_cannot_run_on_310():
+    inputs = [{"name": "image", "shape": [1, 3, 800, 608]}, {"name": "scale_factor", "format": "ND", "shape": [1, 2]}]
+    man = mf.parse(
+        {"mode": "dymshape", "inputs": inputs, "outputs": ["boxes", "box_num"], "data_dependent": ["boxes"]}, "t"
+    )
+    man.model_copy(update={"soc_version": "Ascend310P3"}).check_soc()
+    with pytest.raises(ConfigError, match="cannot run on Ascend310B1"):
+        man.model_copy(update={"soc_version": "Ascend310B1"}).check_soc()
+
+
+def test_graph_finds_data_dependent_outputs(tmp_path):
+    from paddlex_npu.om.graph import data_dependent_outputs
+    from tests.onnx_models import nonzero_model, two_input_model
+
+    assert data_dependent_outputs(nonzero_model(tmp_path / "nz.onnx")) == ["idx"]
+    assert data_dependent_outputs(two_input_model(tmp_path / "two.onnx")) == []

@@ -97,3 +97,26 @@ def test_warmup_and_close(package, caplog):
         session.get_inputs()
     with pytest.raises(RuntimeError, match="closed"):
         runner([np.zeros((1, 2), np.int32), np.zeros((1, 3, 8, 8), np.float32)])
+
+
+def test_data_dependent_outputs_run_in_dymshape_and_a_static_manifest_is_refused_at_load(tmp_path):
+    import json
+
+    from paddlex_npu.errors import ConfigError
+    from tests.onnx_models import nonzero_model
+
+    nonzero_model(tmp_path / "inference.onnx")
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    runner = make(tmp_path)  # no manifest: fixed inputs, an output with -1 -> dymshape, idx data-dependent
+    assert runner.mode == "dymshape" and runner.manifest.data_dependent == ["idx"]
+    idx, y = runner([np.array([[0, 3, 0, 5]], np.float32)])
+    assert idx.tolist() == [[0, 0], [1, 3]]
+    static = {"schema": "paddlex-npu/om-manifest/1", "mode": "static", "inputs": [{"name": "x", "shape": [1, 4]}]}
+    (tmp_path / "inference.om.json").write_text(json.dumps(static))
+    with pytest.raises(ConfigError, match=r"outputs \['idx'\] whose shape is not fixed.*dymshape"):
+        make(tmp_path)
+    (tmp_path / "inference.om.json").write_text(
+        json.dumps({**static, "outputs": ["idx", "y"], "data_dependent": ["idx"]})
+    )
+    with pytest.raises(ConfigError, match=r"data-dependent shapes.*only in dymshape"):
+        make(tmp_path)
