@@ -9,6 +9,7 @@ from typing import Optional, Union
 
 from ..errors import ModelFileError
 from .manifest import MANIFEST_NAME
+from .paths import check_model_path
 
 MODEL_FILE_PREFIX = "inference"
 
@@ -76,6 +77,8 @@ def resolve_om_package(model_dir: Union[str, Path, None], runtime: str) -> OMPac
             "with paddle2onnx (`paddle2onnx --model_dir <paddle folder> --model_filename inference.pdmodel "
             "--params_filename inference.pdiparams --save_file inference.onnx`) and put it in this folder",
         )
+        check_model_path(om_path, onnx_path)  # what the device refuses for the OM, on the files here
     else:
         _check_readable(om_path, folder, _atc_hint(folder))
+        check_model_path(om_path)
     return OMPackage(folder, om_path, onnx_path if onnx_path.is_file() else None)

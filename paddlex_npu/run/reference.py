@@ -28,6 +28,7 @@ import numpy as np
 
 from ..om.atc import dym_shape_text
 from ..om.manifest import in_ranges
+from ..om.paths import check_model_path
 from .dtypes import dtype, numpy_dtype
 from .reference_om import ReferenceOM, tensor_desc
 
@@ -86,6 +87,7 @@ class InferSession:
     ) -> None:
         _check_session_args(device_id, model_path, acl_json_path, loop)
         onnx_file = Path(onnx_path) if onnx_path else Path(model_path).with_suffix(".onnx")
+        check_model_path(model_path, onnx_file)  # ais_bench's path checks, on the ONNX that stands in for the OM
         if not onnx_file.is_file():
             raise RuntimeError(
                 f"reference runtime: no ONNX model {onnx_file} for {model_path}; the CPU reference runs the "

@@ -415,6 +415,8 @@ def convert(
         conv = plan_conversion(model_dir, work, soc, mode, **options)
         command = _write_package(conv, work, out_dir, soc, run)
         work.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700
+        for f in work.iterdir():  # ais_bench refuses group/other-writable model files (om/paths.py)
+            f.chmod(f.stat().st_mode & ~0o022)
         if out_dir.exists():
             _check_output(model_dir, out_dir, overwrite)
             shutil.rmtree(out_dir)
