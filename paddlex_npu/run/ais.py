@@ -1,9 +1,15 @@
 """The real Ascend runtime: ``ais_bench.infer.interface.InferSession``, imported lazily.
 
 The wheels' version string never changes (0.0.2 since 2022) while the API did, so features are detected,
-never read from a version. Every ais_bench call makes the session's ACL context current on the calling
-thread and leaves it so; like real integrations we save the thread's context and restore it afterwards, so
-other ACL users (torch_npu, pyACL) in the same thread keep theirs.
+never read from a version (older ones run ``dymbatch``/``dymhw`` without setting the gear: we set it).
+
+Contexts (ais_bench ``DeviceManager.cpp``): every ais_bench call makes the session's ACL context current on the
+calling thread and leaves it so; we save the thread's context and restore it afterwards (the session is built
+inside that guard too), so other ACL users (torch_npu, pyACL) in the same thread keep theirs. When ACL was
+already initialised in the process by another library, the first session on a device *borrows* the current
+context instead of creating one, and its ``free_resource`` would destroy that borrowed context (CANN forbids it):
+such a session is never freed (logged). A context just destroyed is never restored. ``aclInit`` runs once per
+process, so only the first session's ``acl_json_path`` counts: a later, different one is warned about once.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
-from typing import Any, Dict, Iterator, List, Union
+import threading
+from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
 from ..errors import RuntimeUnavailableError
+from ..log import logger
 
 INSTALL_HINT = (
     "install Ascend's ais_bench and aclruntime wheels for your CANN and Python "
@@ -52,29 +60,78 @@ def features(session_cls: type) -> Dict[str, bool]:
     }
 
 
-@contextlib.contextmanager
-def keep_acl_context() -> Iterator[None]:
-    """Restore the calling thread's current ACL context after an ais_bench call (no-op without pyACL)."""
+def _acl() -> Any:
     try:
         import acl  # type: ignore[import-not-found]
     except ImportError:
-        yield
-        return
+        return None
+    return acl
+
+
+def current_context() -> Optional[Any]:
+    """The calling thread's current ACL context (pyACL ``acl.rt.get_context``), or None (none, or no pyACL)."""
+    acl = _acl()
+    if acl is None:
+        return None
     context, ret = acl.rt.get_context()
+    return context if ret == 0 and context else None
+
+
+@contextlib.contextmanager
+def keep_acl_context(skip: Optional[Any] = None) -> Iterator[None]:
+    """Restore the calling thread's current ACL context after an ais_bench call (no-op without pyACL), unless it
+    is ``skip`` (a context that the call destroyed)."""
+    saved = current_context()
     try:
         yield
     finally:
-        if ret == 0 and context:
-            acl.rt.set_context(context)
+        if saved is not None and saved != skip:
+            _acl().rt.set_context(saved)
+
+
+class _Process:
+    """What ais_bench's process-wide state (one aclInit, one context per device to borrow) makes of sessions."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.foreign_acl: Optional[bool] = None  # ACL initialised by another library before our first session
+        self.devices: Set[int] = set()
+        self.acl_json_path: Optional[str] = None
+        self.acl_json_warned = False
+
+    def opening(self, device_id: int, acl_json_path: Optional[str]) -> bool:
+        """Record a session about to open; True when it will borrow another library's context."""
+        with self.lock:
+            first = self.foreign_acl is None
+            if first:
+                self.foreign_acl = current_context() is not None
+                self.acl_json_path = acl_json_path
+            elif acl_json_path != self.acl_json_path and not self.acl_json_warned:
+                self.acl_json_warned = True
+                logger.warning(
+                    "acl_json_path %r is ignored: ACL is initialised once per process, with the first session's "
+                    "acl_json_path (%r); set it on the first model loaded in the process",
+                    acl_json_path,
+                    self.acl_json_path,
+                )
+            borrowed = bool(self.foreign_acl) and device_id not in self.devices
+            self.devices.add(device_id)
+            return borrowed
+
+
+PROCESS = _Process()
 
 
 class AisSession:
     """ais_bench's ``InferSession`` behind the :class:`~.session.Session` protocol; its features are detected
     once, so the runner never probes the session."""
 
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, context: Optional[Any] = None, borrowed: bool = False) -> None:
         self.raw = session
         self.features = features(type(session))
+        self.features["gear_modes"] = _infers_gear_modes(session)
+        self.context = context  # the session's ACL context (current right after it was built)
+        self.borrowed = borrowed
 
     def get_inputs(self) -> List[Any]:
         return list(self.raw.get_inputs())
@@ -89,18 +146,63 @@ class AisSession:
         custom_sizes: Union[int, List[int], None] = 100000,
         out_array: bool = True,
     ) -> List[Any]:
+        if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
+            self._set_gear(feeds, mode)
         if self.features["out_array"]:
             return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
         return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
+
+    def _set_gear(self, feeds: list, mode: str) -> None:
+        """An ais_bench whose ``infer`` ignores dymbatch/dymhw: set the gear as newer ones do (same input scan)."""
+        for desc, feed in zip(self.get_inputs(), feeds):
+            shape = list(desc.shape)
+            if mode == "dymbatch" and -1 in shape:
+                self.raw.set_dynamic_batchsize(int(feed.shape[shape.index(-1)]))
+                return
+            if mode == "dymhw" and len(shape) == 4 and shape[2] < 0 and shape[3] < 0:
+                self.raw.set_dynamic_hw(int(feed.shape[2]), int(feed.shape[3]))
+                return
+        raise RuntimeError(f"not a {mode} model!")
 
     def set_custom_outsize(self, custom_sizes: List[int]) -> None:
         self.raw.set_custom_outsize(custom_sizes)
 
     def free_resource(self) -> None:
+        if self.borrowed:
+            logger.warning(
+                "not freeing this ais_bench session: ACL was initialised by another library in this process, so the "
+                "session borrowed that library's ACL context, and free_resource would destroy it (CANN forbids "
+                "destroying contexts not made by aclrtCreateContext). Its device memory is released at process exit"
+            )
+            return
         if self.features["free_resource"]:
-            self.raw.free_resource()
+            with keep_acl_context(skip=self.context):
+                self.raw.free_resource()
 
 
-def open_session(om_path: str, device_id: int, **options: Any) -> AisSession:
+def _infers_gear_modes(session: Any) -> bool:
+    """Whether ``infer(mode=...)`` sets dymbatch/dymhw gears itself (ais_bench from 2023-09: ``infer_mode_switch``)."""
+    switch = getattr(session, "infer_mode_switch", None)
+    if isinstance(switch, dict):
+        return "dymbatch" in switch and "dymhw" in switch
+    try:
+        source = inspect.getsource(type(session).infer)
+    except (OSError, TypeError):
+        return False
+    return "infer_mode_switch" in source or "_dymbatch_prepare" in source
+
+
+def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = None, **options: Any) -> AisSession:
+    """Build the session inside the context guard; note whether it borrowed another library's context."""
     session_cls = load_session_class()
-    return AisSession(session_cls(device_id, om_path, **options))
+    borrowed = PROCESS.opening(device_id, acl_json_path)
+    with keep_acl_context():
+        raw = session_cls(device_id, om_path, acl_json_path=acl_json_path, **options)
+        context = current_context()
+    if borrowed:
+        logger.warning(
+            "ais_bench session for %s borrows the ACL context another library made (ACL was initialised before "
+            "paddlex-npu's first session); it will not be freed on close, see paddlex_npu/run/ais.py",
+            om_path,
+        )
+    return AisSession(raw, context, borrowed)

@@ -183,9 +183,8 @@ class OMRunner:
 
     def close(self) -> None:
         opened, self._opened = self._opened, None
-        if opened is not None:
-            with opened.call_guard():
-                opened.session.free_resource()
+        if opened is not None:  # the session restores the thread's context itself, unless it was the one freed
+            opened.session.free_resource()
 
     def _session_or_raise(self) -> OpenedSession:
         if self._opened is None:

@@ -1,0 +1,97 @@
+"""Minimal stand-ins for pyACL (``acl``) and ais_bench's ``InferSession``, for the context and API-generation
+logic of ``paddlex_npu.run.ais`` on a machine without an NPU. They imitate only what that logic relies on
+(ais_bench ``DeviceManager.cpp``: the first session borrows a context another library made, ``free_resource``
+destroys the session's context; every call makes the session's context current)."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, List, Optional
+
+
+class FakeAcl:
+    """``acl.rt.get_context`` / ``set_context`` on one thread; ``foreign``: a context another library made."""
+
+    def __init__(self, foreign: Optional[str] = None) -> None:
+        self.current = foreign
+        self.initialised = foreign is not None
+        self.contexts: List[str] = [foreign] if foreign else []
+        self.destroyed: List[str] = []
+        self.set_calls: List[str] = []
+        self.rt = types.SimpleNamespace(get_context=self.get_context, set_context=self.set_context)
+
+    def get_context(self):
+        return (self.current, 0) if self.current else (None, 107002)  # ACL_ERROR_RT_CONTEXT_NULL
+
+    def set_context(self, context: str) -> int:
+        if context in self.destroyed:
+            raise AssertionError(f"set_context on the destroyed context {context}")
+        self.set_calls.append(context)
+        self.current = context
+        return 0
+
+
+def session_class(acl: FakeAcl, *, new_api: bool = True) -> type:
+    """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch`` and ``out_array`` (2023-09+); the old one
+    runs dymbatch/dymhw without setting a gear."""
+
+    class FakeInferSession:
+        devices: set = set()
+
+        def __init__(self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False) -> None:
+            self.calls: List[tuple] = []
+            self.freed = False
+            if acl.initialised and device_id not in FakeInferSession.devices:
+                self.context = acl.current  # borrowed (aclrtGetCurrentContext)
+            else:
+                self.context = f"ais-ctx-{len(acl.contexts)}"
+                acl.contexts.append(self.context)
+            acl.initialised = True
+            FakeInferSession.devices.add(device_id)
+            acl.current = self.context
+            if new_api:
+                self.infer_mode_switch = {m: None for m in ("static", "dymbatch", "dymhw", "dymdims", "dymshape")}
+
+        def get_inputs(self):
+            return [types.SimpleNamespace(name="x", shape=[-1, 3, -1, -1], datatype=0, size=0, realsize=0)]
+
+        def get_outputs(self):
+            return [types.SimpleNamespace(name="y", shape=[-1, 3, -1, -1], datatype=0, size=0, realsize=0)]
+
+        def set_dynamic_batchsize(self, b: int) -> None:
+            self.calls.append(("set_dynamic_batchsize", b))
+
+        def set_dynamic_hw(self, h: int, w: int) -> None:
+            self.calls.append(("set_dynamic_hw", h, w))
+
+        def free_resource(self) -> None:
+            acl.destroyed.append(self.context)
+            self.freed = True
+
+        if new_api:
+
+            def infer(self, feeds, mode="static", custom_sizes=100000, out_array=True):
+                acl.current = self.context
+                self.calls.append(("infer", mode))
+                return list(feeds)
+
+        else:
+
+            def infer(self, feeds, mode="static", custom_sizes=100000):
+                acl.current = self.context
+                self.calls.append(("infer", mode))
+                return list(feeds)
+
+    return FakeInferSession
+
+
+def install(monkeypatch: Any, acl: FakeAcl, session_cls: type) -> None:
+    """Put the fakes where ``import acl`` and ``from ais_bench.infer.interface import InferSession`` find them."""
+    import sys
+
+    interface = types.ModuleType("ais_bench.infer.interface")
+    interface.InferSession = session_cls
+    monkeypatch.setitem(sys.modules, "acl", acl)
+    monkeypatch.setitem(sys.modules, "ais_bench", types.ModuleType("ais_bench"))
+    monkeypatch.setitem(sys.modules, "ais_bench.infer", types.ModuleType("ais_bench.infer"))
+    monkeypatch.setitem(sys.modules, "ais_bench.infer.interface", interface)
