@@ -8,6 +8,7 @@ paddlex-npu inspect PATH      what an OM package or ONNX holds
 paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
 paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
+paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
 """
 
 from __future__ import annotations
@@ -171,6 +172,29 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    from .tools.selftest import PASS, run_selftest
+
+    report = run_selftest(args.om_root, args.device_id)
+    for c in report.checks:
+        print(f"[{c.status.upper()}] {c.name}: {c.detail}")
+    if args.json:
+        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+        print(f"report: {args.json}")
+    if report.ok:
+        print("\nselftest passed: the route on this NPU agrees with the reference runtime.")
+        return 0
+    unverified = [c.name for c in report.checks if c.status != PASS]
+    print(f"\nselftest NOT passed: {len(unverified)} check(s) failed or could not run here ({', '.join(unverified)})")
+    return 1
+
+
+def _selftest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--om-root", type=Path, help="folder with the PP-OCRv4_mobile_det/_rec OM packages")
+    p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
+    p.add_argument("--device-id", type=int, default=0, help="NPU id (default 0)")
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -226,6 +250,9 @@ COMMANDS = (
         needs_route=True,
     ),
     Command("info", "show versions and runtimes", _cmd_info),
+    Command(
+        "selftest", "hardware acceptance: the route on the NPU vs the reference runtime", _cmd_selftest, _selftest_args
+    ),
 )
 
 

@@ -48,3 +48,18 @@ def test_support_command_prints_the_coverage_table():
     out = _cli("support")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith(format_table(coverage()).splitlines()[-1])
+
+
+def test_selftest_without_an_npu_says_what_it_cannot_check_and_fails(tmp_path, asset_root):
+    import json
+
+    out = _cli("selftest", "--om-root", str(asset_root / "om"), "--json", str(tmp_path / "report.json"))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "[FAIL] ais_bench: cannot run anything on an NPU here" in out.stdout
+    assert "[SKIP] route PP-OCRv4_mobile_det: ais_bench vs reference: not run: no package" in out.stdout
+    assert "selftest NOT passed" in out.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] is False and report["schema"] == "paddlex-npu/selftest/1"
+    statuses = {c["name"]: c["status"] for c in report["checks"]}
+    assert statuses["ais_bench"] == "fail" and statuses["package PP-OCRv4_mobile_rec"] == "fail"  # no inference.om
+    assert all(s != "pass" for n, s in statuses.items() if n.startswith(("route", "manifest")))

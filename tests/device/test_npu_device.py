@@ -48,3 +48,11 @@ def test_ocr_on_the_device_matches_the_reference(images):
         for a, b in zip(device[key]["boxes"], reference[key]["boxes"]):
             assert max(abs(x - y) for x, y in zip(a, b)) <= 2, (key, a, b)
     assert norm(reference["english"]["texts"]) == norm(EXPECTED["english"])
+
+
+def test_selftest_passes_on_the_device():
+    """`paddlex-npu selftest --om-root $PADDLEX_NPU_TEST_OM_ROOT`: the same code, as a user runs it."""
+    from paddlex_npu.tools.selftest import run_selftest
+
+    report = run_selftest(Path(OM_ROOT))
+    assert report.ok, report.to_json()
