@@ -38,7 +38,8 @@ class ReferenceOM:
 
     ``manifest`` None: the ONNX's symbolic dims are unbounded dymshape dims (none at all: a static OM).
     Output sizes are what ACL reports: 0 for dymshape; for gear and static OMs the size at the largest gear,
-    computed on the first :meth:`output_descs` call (one run of the model, as ATC compiled it).
+    derived on the first :meth:`output_descs` call by ONNX shape inference, never by running the model (0 where
+    it cannot tell: the runner then sizes the buffers per call).
     """
 
     def __init__(self, onnx_path: Path, manifest: Any = None, *, intra_op_num_threads: int = 0) -> None:
@@ -83,12 +84,40 @@ class ReferenceOM:
             sizes = [0] * len(self.output_names)
             if self.gears:
                 largest = max(self.gears, key=lambda g: sum(math.prod(s) for s in g))
-                sizes = [o.nbytes for o in self.run(self.zeros(largest))]
+                sizes = self.output_sizes(largest)
             self._output_descs = [
                 tensor_desc(node.name, ONNX_TYPES[node.type], 2, _dims(node.shape), size, size)
                 for node, size in zip(self.ort.get_outputs(), sizes)
             ]
         return self._output_descs
+
+    def output_sizes(self, shapes: List[List[int]]) -> List[int]:
+        """Bytes of each output for inputs of ``shapes``, from ONNX shape inference (the model is not run:
+        a large gear must not allocate at load); 0 where a dim stays unknown (data-dependent, or beyond what
+        shape inference derives), as for an OM output whose size ACL does not know."""
+        try:
+            import onnx
+            from onnx import shape_inference
+        except ImportError:  # pragma: no cover - onnx comes with the test and convert environments
+            return [0] * len(self.output_names)
+        model = onnx.load(str(self.onnx_path), load_external_data=False)
+        for node, shape in zip(model.graph.input, shapes):
+            dims = node.type.tensor_type.shape.dim
+            for d, v in zip(dims, shape):
+                d.Clear()
+                d.dim_value = int(v)
+        try:
+            inferred = shape_inference.infer_shapes(model, data_prop=True).graph.output
+        except Exception:  # shape inference gives up on some graphs: the size is then unknown
+            return [0] * len(self.output_names)
+        by_name = {o.name: o.type.tensor_type for o in inferred}
+        sizes = []
+        for node in self.ort.get_outputs():
+            t = by_name.get(node.name)
+            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in t.shape.dim] if t is not None else [0]
+            known = t is not None and all(d > 0 for d in dims)
+            sizes.append(math.prod(dims) * numpy_dtype(ONNX_TYPES[node.type]).itemsize if known else 0)
+        return sizes
 
     def zeros(self, shapes: List[List[int]]) -> Dict[str, np.ndarray]:
         return {d.name: np.zeros(s, numpy_dtype(d.datatype)) for d, s in zip(self.input_descs, shapes)}
