@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import InputMismatchError
+from ..errors import ConfigError, InputMismatchError
 from ..om.manifest import OMManifest, in_ranges
 
 Shape = List[int]
@@ -38,12 +38,16 @@ class TaskPolicy:
     ``pad_dims``: per input rank, the dims that may be padded (default: batch only).
     ``crops``: (output, output_dim, input, input_dim): output dim cropped in proportion to that input dim.
     ``detection``: outputs are ``boxes [M, ...]``, ``box_num [N]`` (+ masks ``[M, ...]``).
+    ``multiple_of``: (rank, dims, m, why): the model needs those dims of its rank-``rank`` input multiples of m.
+    ``output_ranks``: the ranks of the first outputs (another task's model has others).
     """
 
     name: str
     pad_dims: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
     crops: Tuple[Tuple[int, int, int, int], ...] = ()
     detection: bool = False
+    multiple_of: Optional[Tuple[int, Tuple[int, ...], int, str]] = None
+    output_ranks: Tuple[int, ...] = ()
 
     def paddable(self, rank: int) -> Tuple[int, ...]:
         return self.pad_dims.get(rank, (0,) if rank else ())
@@ -52,8 +56,17 @@ class TaskPolicy:
 DEFAULT = TaskPolicy("batch")
 _IMAGE = {4: (0, 2, 3)}
 _POLICIES = [
-    (("TextDet",), TaskPolicy("text detection", _IMAGE, ((0, 2, 0, 2), (0, 3, 0, 3)))),
-    (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),))),
+    (
+        ("TextDet",),
+        TaskPolicy(
+            "text detection",
+            _IMAGE,
+            ((0, 2, 0, 2), (0, 3, 0, 3)),
+            multiple_of=(4, (2, 3), 32, "the DB network halves H and W five times; DetResizeForTest makes them so"),
+            output_ranks=(4,),
+        ),
+    ),
+    (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,))),
     (("Seg", "Warp", "Uad"), TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3)))),
     (("Det", "Layout", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
 ]
@@ -72,6 +85,39 @@ def policy_for(predictor_class: Optional[str]) -> TaskPolicy:
         if name.startswith(prefixes):
             return policy
     return DEFAULT
+
+
+_DIM_NAMES = {4: "NCHW"}
+
+
+def check_task_rules(manifest: OMManifest, policy: TaskPolicy, name: str) -> None:
+    """Refuse, at load, gears (static: the one shape) that break the task's shape rule, naming the gear."""
+    if policy.multiple_of is None or manifest.mode == "dymshape":
+        return
+    rank, dims, m, why = policy.multiple_of
+    for gear in manifest.gear_shapes():
+        for spec, shape in zip(manifest.inputs, gear):
+            bad = [j for j in dims if len(shape) == rank and shape[j] % m]
+            if bad:
+                labels = ", ".join(f"{_DIM_NAMES.get(rank, '?' * rank)[j]}={shape[j]}" for j in bad)
+                raise ConfigError(
+                    f"{name}: the {manifest.mode} gear {spec.name}:{','.join(map(str, shape))} has {labels}, not a "
+                    f"multiple of {m}: {policy.name} needs {m}-multiples there ({why}). Rebuild the OM with such "
+                    "gears (paddlex-npu convert --mode gears plans them)"
+                )
+
+
+def check_output_ranks(
+    output_shapes: Sequence[Shape], output_names: Sequence[str], policy: TaskPolicy, name: str
+) -> None:
+    """Refuse a model whose outputs have other ranks than the task's (the package holds another model)."""
+    for k, (want, shape) in enumerate(zip(policy.output_ranks, output_shapes)):
+        if shape and len(shape) != want:
+            raise ConfigError(
+                f"{name}: output {k} ({output_names[k]}) has rank {len(shape)} ({list(shape)}), {policy.name} "
+                f"gives rank {want}: the package holds another model than its inference.yml names; rebuild it "
+                "from the right model with `paddlex-npu convert`"
+            )
 
 
 def check_ranges(manifest: OMManifest, shapes: Sequence[Shape]) -> None:

@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..om.manifest import OMManifest, default_for, parse
+from ..errors import ConfigError
+from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 
 ShapeRange = Tuple[int, int]  # (lo, hi); hi == -1 means unbounded
@@ -33,6 +34,17 @@ def _dims(shape: Any) -> List[int]:
     return [d if isinstance(d, int) and d > 0 else -1 for d in shape]
 
 
+class _ShapeInferenceError(Exception):
+    """ONNX shape inference (strict) refuses the input shapes."""
+
+
+def _first_error(text: str) -> str:
+    """The first node error of an ``onnx`` InferenceError text, on one line."""
+    lines = [ln.strip() for ln in text.splitlines() if "op_type" in ln or "Error" in ln]
+    first = next((ln for ln in lines if "op_type" in ln), lines[0] if lines else text.strip())
+    return first.replace("[ShapeInferenceError] Inference error(s): ", "")[:300]
+
+
 class ReferenceOM:
     """An ONNX model seen as the OM ``manifest`` describes it.
 
@@ -50,6 +62,7 @@ class ReferenceOM:
         if intra_op_num_threads:
             options.intra_op_num_threads = intra_op_num_threads
         self.onnx_path = Path(onnx_path)
+        self._proto: Any = None
         self.ort = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
         nodes = self.ort.get_inputs()
         onnx_shapes = [_dims(n.shape) for n in nodes]
@@ -58,11 +71,7 @@ class ReferenceOM:
                 [n.name for n in nodes], onnx_shapes, [numpy_dtype(ONNX_TYPES[n.type]).name for n in nodes], []
             )
         self.manifest: OMManifest = parse(manifest, f"the manifest of {onnx_path}")
-        if [i.name for i in self.manifest.inputs] != [n.name for n in nodes]:
-            raise RuntimeError(
-                f"the manifest's inputs {[i.name for i in self.manifest.inputs]} are not the ONNX model's "
-                f"{[n.name for n in nodes]} (in order): the manifest does not belong to {onnx_path}"
-            )
+        self._check_io(nodes)
         self.mode = self.manifest.mode
         self.gears = self.manifest.gear_shapes() if self.mode != "dymshape" else []
         ranges = self.manifest.input_ranges()
@@ -70,11 +79,82 @@ class ReferenceOM:
         self.input_descs = [self._input_desc(i, n, onnx_shapes[i]) for i, n in enumerate(nodes)]
         self.output_names = [o.name for o in self.ort.get_outputs()]
         self._output_descs: Optional[List[tensor_desc]] = None
+        self._gear_outputs = self._check_gears()
+
+    def _mismatch(self, detail: str) -> ConfigError:
+        """The package's ONNX is not the model its manifest describes: name what differs and the checksum."""
+        expected = self.manifest.onnx_sha256
+        checksum = ""
+        if expected:
+            same = sha256(self.onnx_path) == expected
+            checksum = f" (its sha256 {'matches' if same else 'is not'} the manifest's onnx_sha256)"
+        return ConfigError(
+            f"{self.onnx_path}{checksum} does not fit the OM manifest: {detail}. The package holds another model than "
+            "its manifest describes, or the manifest is wrong: rebuild the package with `paddlex-npu convert`"
+        )
+
+    def _check_io(self, nodes: List[Any]) -> None:
+        """Input names, dtypes and output names of the manifest against the ONNX."""
+        names = [n.name for n in nodes]
+        if [i.name for i in self.manifest.inputs] != names:
+            raise self._mismatch(
+                f"the manifest's inputs are {[i.name for i in self.manifest.inputs]}, the ONNX's {names}"
+            )
+        for spec, node in zip(self.manifest.inputs, nodes):
+            actual = numpy_dtype(ONNX_TYPES[node.type]).name
+            if spec.dtype != actual:
+                raise self._mismatch(f"input {spec.name!r} is {spec.dtype} in the manifest, {actual} in the ONNX")
+        outputs = [o.name for o in self.ort.get_outputs()]
+        given = [o.rsplit(":", 1)[-1] for o in self.manifest.outputs]  # an OM names them "op:index:name"
+        if given and given != outputs:
+            raise self._mismatch(f"the manifest's outputs are {self.manifest.outputs}, the ONNX's {outputs}")
+
+    def _check_gears(self) -> List[Optional[List[List[int]]]]:
+        """Every gear (static: the one shape) through ONNX shape inference, without running the model: a gear the
+        model cannot take (e.g. text detection H/W not multiples of 32, or another model's ONNX) is refused here,
+        naming it, rather than failing inside ONNX Runtime at the first call. Returns the output dims per gear."""
+        out = []
+        for gear in self.gears:
+            try:
+                out.append(self._infer_dims(gear))
+            except _ShapeInferenceError as exc:
+                text = ";".join(f"{d.name}:{','.join(map(str, g))}" for d, g in zip(self.input_descs, gear))
+                raise self._mismatch(f"the model cannot take the {self.mode} gear {text} ({exc})") from None
+        return out
+
+    def _infer_dims(self, shapes: List[List[int]]) -> Optional[List[List[int]]]:
+        """Output dims (0: unknown) for inputs of ``shapes`` by strict ONNX shape inference; None without onnx."""
+        try:
+            import onnx
+            from onnx import shape_inference
+        except ImportError:  # pragma: no cover - onnx comes with the test and convert environments
+            return None
+        if self._proto is None:
+            self._proto = onnx.load(str(self.onnx_path), load_external_data=False)
+        model = onnx.ModelProto()
+        model.CopyFrom(self._proto)
+        for node, shape in zip(model.graph.input, shapes):
+            for d, v in zip(node.type.tensor_type.shape.dim, shape):
+                d.Clear()
+                d.dim_value = int(v)
+        try:
+            inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph.output
+        except shape_inference.InferenceError as exc:
+            if "registered" in str(exc):  # an op onnx does not know (custom domain): nothing can be told
+                return None
+            raise _ShapeInferenceError(_first_error(str(exc))) from None
+        except Exception:  # shape inference gives up on some graphs (e.g. > 2 GB): the sizes are then unknown
+            return None
+        by_name = {o.name: o.type.tensor_type for o in inferred}
+        return [
+            [d.dim_value if d.HasField("dim_value") else 0 for d in by_name[n].shape.dim] if n in by_name else [0]
+            for n in self.output_names
+        ]
 
     def _input_desc(self, index: int, node: Any, onnx_dims: List[int]) -> tensor_desc:
         dims = list(self.manifest.inputs[index].shape)
         if len(dims) != len(onnx_dims) or any(o > 0 and d > 0 and o != d for d, o in zip(dims, onnx_dims)):
-            raise RuntimeError(f"manifest shape {dims} of input {node.name!r} does not fit the ONNX's {onnx_dims}")
+            raise self._mismatch(f"input {node.name!r} has shape {dims} in the manifest, {onnx_dims} in the ONNX")
         dt = ONNX_TYPES[node.type]
         size = self.manifest.max_bytes(index, numpy_dtype(dt).itemsize)
         return tensor_desc(node.name, dt, 0, dims, size, size)
@@ -83,41 +163,23 @@ class ReferenceOM:
         if self._output_descs is None:
             sizes = [0] * len(self.output_names)
             if self.gears:
-                largest = max(self.gears, key=lambda g: sum(math.prod(s) for s in g))
-                sizes = self.output_sizes(largest)
+                largest = max(range(len(self.gears)), key=lambda k: sum(math.prod(s) for s in self.gears[k]))
+                sizes = self._bytes(self._gear_outputs[largest])
             self._output_descs = [
                 tensor_desc(node.name, ONNX_TYPES[node.type], 2, _dims(node.shape), size, size)
                 for node, size in zip(self.ort.get_outputs(), sizes)
             ]
         return self._output_descs
 
-    def output_sizes(self, shapes: List[List[int]]) -> List[int]:
-        """Bytes of each output for inputs of ``shapes``, from ONNX shape inference (the model is not run:
-        a large gear must not allocate at load); 0 where a dim stays unknown (data-dependent, or beyond what
-        shape inference derives), as for an OM output whose size ACL does not know."""
-        try:
-            import onnx
-            from onnx import shape_inference
-        except ImportError:  # pragma: no cover - onnx comes with the test and convert environments
+    def _bytes(self, dims: Optional[List[List[int]]]) -> List[int]:
+        """Bytes per output for inferred dims; 0 where a dim is unknown (data-dependent, or beyond what shape
+        inference derives), as for an OM output whose size ACL does not know."""
+        if dims is None:
             return [0] * len(self.output_names)
-        model = onnx.load(str(self.onnx_path), load_external_data=False)
-        for node, shape in zip(model.graph.input, shapes):
-            dims = node.type.tensor_type.shape.dim
-            for d, v in zip(dims, shape):
-                d.Clear()
-                d.dim_value = int(v)
-        try:
-            inferred = shape_inference.infer_shapes(model, data_prop=True).graph.output
-        except Exception:  # shape inference gives up on some graphs: the size is then unknown
-            return [0] * len(self.output_names)
-        by_name = {o.name: o.type.tensor_type for o in inferred}
-        sizes = []
-        for node in self.ort.get_outputs():
-            t = by_name.get(node.name)
-            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in t.shape.dim] if t is not None else [0]
-            known = t is not None and all(d > 0 for d in dims)
-            sizes.append(math.prod(dims) * numpy_dtype(ONNX_TYPES[node.type]).itemsize if known else 0)
-        return sizes
+        return [
+            math.prod(d) * numpy_dtype(ONNX_TYPES[node.type]).itemsize if all(v > 0 for v in d) else 0
+            for d, node in zip(dims, self.ort.get_outputs())
+        ]
 
     def zeros(self, shapes: List[List[int]]) -> Dict[str, np.ndarray]:
         return {d.name: np.zeros(s, numpy_dtype(d.datatype)) for d, s in zip(self.input_descs, shapes)}

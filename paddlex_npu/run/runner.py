@@ -22,7 +22,14 @@ from ..om import manifest as mf
 from ..om.package import OMPackage, resolve_om_package
 from .buffers import OutputSizer, check_gear_budget, memory_budget
 from .dtypes import numpy_dtype
-from .gears import InputShapeError, check_ranges, policy_for, run_with_gears
+from .gears import (
+    InputShapeError,
+    check_output_ranks,
+    check_ranges,
+    check_task_rules,
+    policy_for,
+    run_with_gears,
+)
 from .session import OpenedSession, open_session
 
 
@@ -74,6 +81,7 @@ class OMRunner:
                 f"the OM manifest names inputs {[i.name for i in manifest.inputs]}, the OM has "
                 f"{self.input_names}: the manifest belongs to another model"
             )
+        check_output_ranks([list(d.shape) for d in self._out_descs], self.output_names, self.policy, name)
         fixed = _fixed_sizes(config, self.output_names)
         self._sizer = OutputSizer(
             [list(d.shape) for d in self._out_descs],
@@ -263,12 +271,13 @@ def build_om_runner(
     """
     package = resolve_om_package(model_dir, runtime)
     given = given_manifest(package, config)
+    name = model_name or package.model_dir.name
     if given is not None:
         given.check_soc()
+        check_task_rules(given, policy_for(task), name)
     _warn_on_checksum(package, given)
     opened = open_session(runtime, package, device_id, given, acl_json_path=config.acl_json_path, debug=config.debug)
     manifest = given or _manifest_from_descriptors(opened)
-    name = model_name or package.model_dir.name
     runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)
     _check_warmup_shapes(config, runner)
     _check_budget(runner, config)
