@@ -40,6 +40,9 @@ class TaskPolicy:
     ``detection``: outputs are ``boxes [M, ...]``, ``box_num [N]`` (+ masks ``[M, ...]``).
     ``multiple_of``: (rank, dims, m, why): the model needs those dims of its rank-``rank`` input multiples of m.
     ``output_ranks``: the ranks of the first outputs (another task's model has others).
+    ``pad_mode``: ``constant`` (``pad_value``, after normalisation: what PaddleX's rec batching pads with) or
+    ``edge`` (the last real row/column repeated: the image's own background, for text detection, whose
+    preprocessing never pads; it moves DB boxes less than a constant).
     """
 
     name: str
@@ -48,6 +51,7 @@ class TaskPolicy:
     detection: bool = False
     multiple_of: Optional[Tuple[int, Tuple[int, ...], int, str]] = None
     output_ranks: Tuple[int, ...] = ()
+    pad_mode: str = "constant"
 
     def paddable(self, rank: int) -> Tuple[int, ...]:
         return self.pad_dims.get(rank, (0,) if rank else ())
@@ -64,6 +68,7 @@ _POLICIES = [
             ((0, 2, 0, 2), (0, 3, 0, 3)),
             multiple_of=(4, (2, 3), 32, "the DB network halves H and W five times; DetResizeForTest makes them so"),
             output_ranks=(4,),
+            pad_mode="edge",
         ),
     ),
     (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,))),
@@ -163,7 +168,9 @@ def max_batch(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -
     return max(batches) if batches else None
 
 
-def pad_to(array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence[int]) -> np.ndarray:
+def pad_to(
+    array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence[int], mode: str = "constant"
+) -> np.ndarray:
     if list(array.shape) == list(shape):
         return array
     out = array
@@ -172,8 +179,25 @@ def pad_to(array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence
         out = np.concatenate([out, extra], axis=0)
     widths = [(0, max(0, g - d)) if j else (0, 0) for j, (d, g) in enumerate(zip(out.shape, shape))]
     if any(w for _, w in widths):
-        out = np.pad(out, widths, mode="constant", constant_values=np.asarray(pad_value, dtype=out.dtype))
+        if mode == "edge" and all(d > 0 for d in out.shape):
+            out = np.pad(out, widths, mode="edge")
+        else:
+            out = np.pad(out, widths, mode="constant", constant_values=np.asarray(pad_value, dtype=out.dtype))
     return np.ascontiguousarray(out)
+
+
+def cut_length(out_len: int, padded: int, real: int) -> int:
+    """The output length a model gives for input length ``real``, from its output length ``out_len`` at input
+    length ``padded``. Stride 1 (DB maps, segmentation maps): ``real``. A whole stride ``s = padded / out_len``
+    (CTC time steps: 8 over width for PP-OCRv4 rec): ``floor((real + ceil(s/2) - 1) / s)``, what stride-2 convs
+    (each ``ceil``) followed by a final 2-wide pool (``floor``) give: PP-OCRv4 rec gives 40 steps for widths 317
+    to 324, 41 for 325 (``ceil(real/s)`` would keep one padded step for 321-324). Otherwise in proportion."""
+    if out_len == padded:
+        return real
+    if out_len and padded % out_len == 0:
+        s = padded // out_len
+        return max(1, (real + (s + 1) // 2 - 1) // s)
+    return max(1, round(out_len * real / padded))
 
 
 def cut_back(
@@ -193,7 +217,7 @@ def cut_back(
         padded, want = gear[ii][idim], real[ii][idim]
         if oi < len(outputs) and padded != want:
             o = outputs[oi]
-            length = math.ceil(o.shape[od] * want / padded)
+            length = cut_length(o.shape[od], padded, want)
             index = [slice(None)] * o.ndim
             index[od] = slice(0, length)
             outputs[oi] = np.ascontiguousarray(o[tuple(index)])
@@ -221,5 +245,5 @@ def run_with_gears(
         ]
         return [np.concatenate([p[i] for p in parts], axis=0) for i in range(len(parts[0]))]
     gear = choose_gear(manifest, real, policy)
-    padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim)) for f, g in zip(feeds, gear)]
+    padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim), policy.pad_mode) for f, g in zip(feeds, gear)]
     return cut_back(infer(padded), real, gear, policy)
