@@ -24,12 +24,14 @@ import sys
 
 from .errors import (
     ConfigError,
+    DeviceCallError,
     InputMismatchError,
     ModelFileError,
     NpuDeviceUnavailableError,
     PaddlexNpuError,
     RuntimeUnavailableError,
     UnsupportedPaddlexError,
+    http_status,
 )
 from .paddlex.autoinstall import install_when_paddlex_loads
 from .paddlex.patcher import install, is_installed, uninstall
@@ -37,6 +39,7 @@ from .version import __version__
 
 __all__ = [
     "ConfigError",
+    "DeviceCallError",
     "InputMismatchError",
     "ModelFileError",
     "NpuDeviceUnavailableError",
@@ -44,6 +47,7 @@ __all__ = [
     "RuntimeUnavailableError",
     "UnsupportedPaddlexError",
     "__version__",
+    "http_status",
     "install",
     "is_installed",
     "uninstall",

@@ -29,6 +29,11 @@ class OMBackendConfig(BaseModel):
     manifest: Optional[Dict[str, Any]] = Field(
         None, description="OM manifest (schema in paddlex_npu.manifest) overriding or standing in for inference.om.json"
     )
+    memory_budget: Optional[PositiveInt] = Field(
+        None,
+        description="bytes of input + output buffers one gear may take; larger gears are refused at load "
+        "(default: $PADDLEX_NPU_MEMORY_BUDGET, else 1 GiB)",
+    )
     pad_value: float = Field(0.0, description="value that pads inputs up to a gear (after normalisation)")
     acl_json_path: Optional[str] = Field(None, description="acl.json for profiling or dump")
     debug: bool = Field(False, description="ais_bench debug logs")

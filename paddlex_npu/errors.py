@@ -1,36 +1,86 @@
-"""Error types. Each message names the cause and the fix."""
+"""Error types. Each message names the cause and the fix.
+
+Every error has a ``category`` a server maps to an HTTP status (:func:`http_status`):
+
+- ``input``: the request is wrong (an image or shape outside what the model takes) -> 400;
+- ``config``: the deployment is wrong (options, model files, PaddleX version) -> 500 with the message;
+- ``device``: the NPU or its runtime is unavailable or a device call failed -> 503 with the message;
+- ``runtime``: anything else paddlex-npu raises -> 500 with the message.
+"""
 
 from __future__ import annotations
+
+from typing import Dict, Tuple
+
+CATEGORIES = ("input", "config", "device", "runtime")
+HTTP_STATUS: Dict[str, int] = {"input": 400, "config": 500, "device": 503, "runtime": 500}
 
 
 class PaddlexNpuError(Exception):
     """Base class of every error raised by paddlex-npu."""
 
+    category = "runtime"
+
 
 class UnsupportedPaddlexError(PaddlexNpuError, RuntimeError):
     """The installed PaddleX is outside the supported range or has an unknown layout."""
+
+    category = "config"
 
 
 class ModelFileError(PaddlexNpuError, FileNotFoundError):
     """A model folder lacks a file the NPU route needs, or a file cannot be read."""
 
+    category = "config"
+
 
 class RuntimeUnavailableError(PaddlexNpuError, RuntimeError):
     """The requested inference runtime (ais_bench, onnxruntime) cannot be imported."""
+
+    category = "device"
 
 
 class NpuDeviceUnavailableError(PaddlexNpuError, RuntimeError):
     """An NPU device was requested on a route that has no NPU support in this environment."""
 
+    category = "device"
+
 
 class InputMismatchError(PaddlexNpuError, ValueError):
     """The inputs given to a runner do not match the model."""
+
+    category = "input"
 
 
 class ConfigError(PaddlexNpuError, ValueError):
     """An invalid ``backend_config`` / ``engine_config`` for the OM route."""
 
+    category = "config"
+
 
 class DeviceCallError(PaddlexNpuError, RuntimeError):
     """A session call failed after the inputs passed every check; the message names the model, the input shapes
     and the output sizes reserved, and the option to raise."""
+
+    category = "device"
+
+
+def category_of(exc: BaseException) -> str:
+    """The category of an exception (see the module docstring); ``runtime`` for anything without one."""
+    category = getattr(exc, "category", None)
+    return category if category in CATEGORIES else "runtime"
+
+
+def http_status(exc: BaseException) -> Tuple[int, str]:
+    """``(status, message)`` for a server's reply to a request that raised ``exc``.
+
+    paddlex-npu errors (and any exception with a known ``category`` attribute) give their category's status
+    (input 400, config 500, device 503, runtime 500) and their own message, prefixed with the category. Other
+    exceptions are the server's own bugs: 500 with only their type named (their text may hold internals).
+    """
+    category = getattr(exc, "category", None)
+    if category not in CATEGORIES:
+        return 500, f"internal server error ({type(exc).__name__}); the details are in the server log"
+    text = str(exc).strip() or type(exc).__name__
+    label = {"input": "bad input", "config": "configuration error", "device": "device unavailable"}
+    return HTTP_STATUS[category], f"{label.get(category, 'error')}: {text}"

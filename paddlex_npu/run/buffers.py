@@ -17,15 +17,20 @@ on the first call; an explicit ``custom_sizes`` overrides them.
 from __future__ import annotations
 
 import math
+import os
 import threading
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from ..errors import ConfigError
 
 MIN_BYTES = 64 * 1024
 INITIAL_BYTES_PER_INPUT_BYTE = 16
 HEADROOM = 1.25
 MAX_BYTES = 16 * 1024**3
+BUDGET_ENV = "PADDLEX_NPU_MEMORY_BUDGET"
+DEFAULT_BUDGET = 1024**3  # input + output buffers of one gear; PaddleX's own limits (4000 px det) need ~256 MiB
 
 
 def _aligned(n: float) -> int:
@@ -73,3 +78,49 @@ class OutputSizer:
                 r = out.nbytes / elements
                 if self._ratio[i] is None or r > self._ratio[i]:
                     self._ratio[i] = r
+
+
+def memory_budget(configured: Optional[int]) -> Tuple[int, str]:
+    """(bytes, where it came from): ``backend_config['memory_budget']``, else ``$PADDLEX_NPU_MEMORY_BUDGET``,
+    else :data:`DEFAULT_BUDGET`."""
+    if configured is not None:
+        return configured, "backend_config['memory_budget']"
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    if not raw:
+        return DEFAULT_BUDGET, f"the default (set backend_config['memory_budget'] or ${BUDGET_ENV} to change it)"
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ConfigError(f"${BUDGET_ENV}={raw!r} is not a positive number of bytes (e.g. {DEFAULT_BUDGET} for 1 GiB)")
+    return int(raw), f"${BUDGET_ENV}"
+
+
+def check_gear_budget(
+    name: str,
+    gears: Sequence[Sequence[Sequence[int]]],
+    input_names: Sequence[str],
+    input_itemsizes: Sequence[int],
+    output_bytes: int,
+    budget: Tuple[int, str],
+) -> None:
+    """Refuse a gear whose input buffers, plus (for the largest gear, which the OM's output sizes describe) the
+    output buffers, exceed the budget: on the device they are reserved for every call of that gear, and on the
+    reference runtime a call at that gear needs them (and ONNX Runtime several times more)."""
+    limit, where = budget
+    totals = [sum(math.prod(s) * size for s, size in zip(g, input_itemsizes)) for g in gears]
+    largest = max(range(len(gears)), key=totals.__getitem__) if gears else 0
+    for k, (gear, in_bytes) in enumerate(zip(gears, totals)):
+        out_bytes = output_bytes if k == largest else 0
+        if in_bytes + out_bytes > limit:
+            text = ";".join(f"{n}:{','.join(map(str, s))}" for n, s in zip(input_names, gear))
+            raise ConfigError(
+                f"{name}: the gear {text} needs {_mib(in_bytes)} of input buffers"
+                + (f" + {_mib(out_bytes)} of output buffers" if out_bytes else "")
+                + f", above the memory budget of {_mib(limit)} ({where}): rebuild the OM without that gear "
+                "(paddlex-npu convert --gears / --max-side), or raise the budget"
+            )
+
+
+def _mib(n: int) -> str:
+    """Bytes for a message: ``123 bytes``, ``48.0 KiB``, ``4577.6 MiB``."""
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KiB" if n < 1024**2 else f"{n / 1024**2:.1f} MiB"

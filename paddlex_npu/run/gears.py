@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import InputMismatchError
+from ..errors import ConfigError, InputMismatchError
 from ..om.manifest import OMManifest, in_ranges
 
 Shape = List[int]
@@ -38,12 +38,20 @@ class TaskPolicy:
     ``pad_dims``: per input rank, the dims that may be padded (default: batch only).
     ``crops``: (output, output_dim, input, input_dim): output dim cropped in proportion to that input dim.
     ``detection``: outputs are ``boxes [M, ...]``, ``box_num [N]`` (+ masks ``[M, ...]``).
+    ``multiple_of``: (rank, dims, m, why): the model needs those dims of its rank-``rank`` input multiples of m.
+    ``output_ranks``: the ranks of the first outputs (another task's model has others).
+    ``pad_mode``: ``constant`` (``pad_value``, after normalisation: what PaddleX's rec batching pads with) or
+    ``edge`` (the last real row/column repeated: the image's own background, for text detection, whose
+    preprocessing never pads; it moves DB boxes less than a constant).
     """
 
     name: str
     pad_dims: Dict[int, Tuple[int, ...]] = field(default_factory=dict)
     crops: Tuple[Tuple[int, int, int, int], ...] = ()
     detection: bool = False
+    multiple_of: Optional[Tuple[int, Tuple[int, ...], int, str]] = None
+    output_ranks: Tuple[int, ...] = ()
+    pad_mode: str = "constant"
 
     def paddable(self, rank: int) -> Tuple[int, ...]:
         return self.pad_dims.get(rank, (0,) if rank else ())
@@ -52,8 +60,18 @@ class TaskPolicy:
 DEFAULT = TaskPolicy("batch")
 _IMAGE = {4: (0, 2, 3)}
 _POLICIES = [
-    (("TextDet",), TaskPolicy("text detection", _IMAGE, ((0, 2, 0, 2), (0, 3, 0, 3)))),
-    (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),))),
+    (
+        ("TextDet",),
+        TaskPolicy(
+            "text detection",
+            _IMAGE,
+            ((0, 2, 0, 2), (0, 3, 0, 3)),
+            multiple_of=(4, (2, 3), 32, "the DB network halves H and W five times; DetResizeForTest makes them so"),
+            output_ranks=(4,),
+            pad_mode="edge",
+        ),
+    ),
+    (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,))),
     (("Seg", "Warp", "Uad"), TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3)))),
     (("Det", "Layout", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
 ]
@@ -72,6 +90,39 @@ def policy_for(predictor_class: Optional[str]) -> TaskPolicy:
         if name.startswith(prefixes):
             return policy
     return DEFAULT
+
+
+_DIM_NAMES = {4: "NCHW"}
+
+
+def check_task_rules(manifest: OMManifest, policy: TaskPolicy, name: str) -> None:
+    """Refuse, at load, gears (static: the one shape) that break the task's shape rule, naming the gear."""
+    if policy.multiple_of is None or manifest.mode == "dymshape":
+        return
+    rank, dims, m, why = policy.multiple_of
+    for gear in manifest.gear_shapes():
+        for spec, shape in zip(manifest.inputs, gear):
+            bad = [j for j in dims if len(shape) == rank and shape[j] % m]
+            if bad:
+                labels = ", ".join(f"{_DIM_NAMES.get(rank, '?' * rank)[j]}={shape[j]}" for j in bad)
+                raise ConfigError(
+                    f"{name}: the {manifest.mode} gear {spec.name}:{','.join(map(str, shape))} has {labels}, not a "
+                    f"multiple of {m}: {policy.name} needs {m}-multiples there ({why}). Rebuild the OM with such "
+                    "gears (paddlex-npu convert --mode gears plans them)"
+                )
+
+
+def check_output_ranks(
+    output_shapes: Sequence[Shape], output_names: Sequence[str], policy: TaskPolicy, name: str
+) -> None:
+    """Refuse a model whose outputs have other ranks than the task's (the package holds another model)."""
+    for k, (want, shape) in enumerate(zip(policy.output_ranks, output_shapes)):
+        if shape and len(shape) != want:
+            raise ConfigError(
+                f"{name}: output {k} ({output_names[k]}) has rank {len(shape)} ({list(shape)}), {policy.name} "
+                f"gives rank {want}: the package holds another model than its inference.yml names; rebuild it "
+                "from the right model with `paddlex-npu convert`"
+            )
 
 
 def check_ranges(manifest: OMManifest, shapes: Sequence[Shape]) -> None:
@@ -117,7 +168,9 @@ def max_batch(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -
     return max(batches) if batches else None
 
 
-def pad_to(array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence[int]) -> np.ndarray:
+def pad_to(
+    array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence[int], mode: str = "constant"
+) -> np.ndarray:
     if list(array.shape) == list(shape):
         return array
     out = array
@@ -126,8 +179,25 @@ def pad_to(array: np.ndarray, shape: Shape, pad_value: float, paddable: Sequence
         out = np.concatenate([out, extra], axis=0)
     widths = [(0, max(0, g - d)) if j else (0, 0) for j, (d, g) in enumerate(zip(out.shape, shape))]
     if any(w for _, w in widths):
-        out = np.pad(out, widths, mode="constant", constant_values=np.asarray(pad_value, dtype=out.dtype))
+        if mode == "edge" and all(d > 0 for d in out.shape):
+            out = np.pad(out, widths, mode="edge")
+        else:
+            out = np.pad(out, widths, mode="constant", constant_values=np.asarray(pad_value, dtype=out.dtype))
     return np.ascontiguousarray(out)
+
+
+def cut_length(out_len: int, padded: int, real: int) -> int:
+    """The output length a model gives for input length ``real``, from its output length ``out_len`` at input
+    length ``padded``. Stride 1 (DB maps, segmentation maps): ``real``. A whole stride ``s = padded / out_len``
+    (CTC time steps: 8 over width for PP-OCRv4 rec): ``floor((real + ceil(s/2) - 1) / s)``, what stride-2 convs
+    (each ``ceil``) followed by a final 2-wide pool (``floor``) give: PP-OCRv4 rec gives 40 steps for widths 317
+    to 324, 41 for 325 (``ceil(real/s)`` would keep one padded step for 321-324). Otherwise in proportion."""
+    if out_len == padded:
+        return real
+    if out_len and padded % out_len == 0:
+        s = padded // out_len
+        return max(1, (real + (s + 1) // 2 - 1) // s)
+    return max(1, round(out_len * real / padded))
 
 
 def cut_back(
@@ -147,7 +217,7 @@ def cut_back(
         padded, want = gear[ii][idim], real[ii][idim]
         if oi < len(outputs) and padded != want:
             o = outputs[oi]
-            length = math.ceil(o.shape[od] * want / padded)
+            length = cut_length(o.shape[od], padded, want)
             index = [slice(None)] * o.ndim
             index[od] = slice(0, length)
             outputs[oi] = np.ascontiguousarray(o[tuple(index)])
@@ -175,5 +245,5 @@ def run_with_gears(
         ]
         return [np.concatenate([p[i] for p in parts], axis=0) for i in range(len(parts[0]))]
     gear = choose_gear(manifest, real, policy)
-    padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim)) for f, g in zip(feeds, gear)]
+    padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim), policy.pad_mode) for f, g in zip(feeds, gear)]
     return cut_back(infer(padded), real, gear, policy)

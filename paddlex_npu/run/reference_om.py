@@ -11,8 +11,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..om.graph import data_dependent_outputs
-from ..om.manifest import OMManifest, default_for, parse
+from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 
 ShapeRange = Tuple[int, int]  # (lo, hi); hi == -1 means unbounded
@@ -34,12 +35,24 @@ def _dims(shape: Any) -> List[int]:
     return [d if isinstance(d, int) and d > 0 else -1 for d in shape]
 
 
+class _ShapeInferenceError(Exception):
+    """ONNX shape inference (strict) refuses the input shapes."""
+
+
+def _first_error(text: str) -> str:
+    """The first node error of an ``onnx`` InferenceError text, on one line."""
+    lines = [ln.strip() for ln in text.splitlines() if "op_type" in ln or "Error" in ln]
+    first = next((ln for ln in lines if "op_type" in ln), lines[0] if lines else text.strip())
+    return first.replace("[ShapeInferenceError] Inference error(s): ", "")[:300]
+
+
 class ReferenceOM:
     """An ONNX model seen as the OM ``manifest`` describes it.
 
     ``manifest`` None: the ONNX's symbolic dims are unbounded dymshape dims (none at all: a static OM).
     Output sizes are what ACL reports: 0 for dymshape; for gear and static OMs the size at the largest gear,
-    computed on the first :meth:`output_descs` call (one run of the model, as ATC compiled it).
+    derived on the first :meth:`output_descs` call by ONNX shape inference, never by running the model (0 where
+    it cannot tell: the runner then sizes the buffers per call).
     """
 
     def __init__(self, onnx_path: Path, manifest: Any = None, *, intra_op_num_threads: int = 0) -> None:
@@ -50,6 +63,7 @@ class ReferenceOM:
         if intra_op_num_threads:
             options.intra_op_num_threads = intra_op_num_threads
         self.onnx_path = Path(onnx_path)
+        self._proto: Any = None
         self.ort = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
         nodes = self.ort.get_inputs()
         onnx_shapes = [_dims(n.shape) for n in nodes]
@@ -65,11 +79,7 @@ class ReferenceOM:
         # What the compiled OM cannot know before it runs: outputs shaped by the input values (NMS boxes).
         self.data_dependent = data_dependent_outputs(onnx_path)
         self.manifest: OMManifest = parse(manifest, f"the manifest of {onnx_path}")
-        if [i.name for i in self.manifest.inputs] != [n.name for n in nodes]:
-            raise RuntimeError(
-                f"the manifest's inputs {[i.name for i in self.manifest.inputs]} are not the ONNX model's "
-                f"{[n.name for n in nodes]} (in order): the manifest does not belong to {onnx_path}"
-            )
+        self._check_io(nodes)
         self.mode = self.manifest.mode
         self.gears = self.manifest.gear_shapes() if self.mode != "dymshape" else []
         ranges = self.manifest.input_ranges()
@@ -77,11 +87,82 @@ class ReferenceOM:
         self.input_descs = [self._input_desc(i, n, onnx_shapes[i]) for i, n in enumerate(nodes)]
         self.output_names = [o.name for o in self.ort.get_outputs()]
         self._output_descs: Optional[List[tensor_desc]] = None
+        self._gear_outputs = self._check_gears()
+
+    def _mismatch(self, detail: str) -> ConfigError:
+        """The package's ONNX is not the model its manifest describes: name what differs and the checksum."""
+        expected = self.manifest.onnx_sha256
+        checksum = ""
+        if expected:
+            same = sha256(self.onnx_path) == expected
+            checksum = f" (its sha256 {'matches' if same else 'is not'} the manifest's onnx_sha256)"
+        return ConfigError(
+            f"{self.onnx_path}{checksum} does not fit the OM manifest: {detail}. The package holds another model than "
+            "its manifest describes, or the manifest is wrong: rebuild the package with `paddlex-npu convert`"
+        )
+
+    def _check_io(self, nodes: List[Any]) -> None:
+        """Input names, dtypes and output names of the manifest against the ONNX."""
+        names = [n.name for n in nodes]
+        if [i.name for i in self.manifest.inputs] != names:
+            raise self._mismatch(
+                f"the manifest's inputs are {[i.name for i in self.manifest.inputs]}, the ONNX's {names}"
+            )
+        for spec, node in zip(self.manifest.inputs, nodes):
+            actual = numpy_dtype(ONNX_TYPES[node.type]).name
+            if spec.dtype != actual:
+                raise self._mismatch(f"input {spec.name!r} is {spec.dtype} in the manifest, {actual} in the ONNX")
+        outputs = [o.name for o in self.ort.get_outputs()]
+        given = [o.rsplit(":", 1)[-1] for o in self.manifest.outputs]  # an OM names them "op:index:name"
+        if given and given != outputs:
+            raise self._mismatch(f"the manifest's outputs are {self.manifest.outputs}, the ONNX's {outputs}")
+
+    def _check_gears(self) -> List[Optional[List[List[int]]]]:
+        """Every gear (static: the one shape) through ONNX shape inference, without running the model: a gear the
+        model cannot take (e.g. text detection H/W not multiples of 32, or another model's ONNX) is refused here,
+        naming it, rather than failing inside ONNX Runtime at the first call. Returns the output dims per gear."""
+        out = []
+        for gear in self.gears:
+            try:
+                out.append(self._infer_dims(gear))
+            except _ShapeInferenceError as exc:
+                text = ";".join(f"{d.name}:{','.join(map(str, g))}" for d, g in zip(self.input_descs, gear))
+                raise self._mismatch(f"the model cannot take the {self.mode} gear {text} ({exc})") from None
+        return out
+
+    def _infer_dims(self, shapes: List[List[int]]) -> Optional[List[List[int]]]:
+        """Output dims (0: unknown) for inputs of ``shapes`` by strict ONNX shape inference; None without onnx."""
+        try:
+            import onnx
+            from onnx import shape_inference
+        except ImportError:  # pragma: no cover - onnx comes with the test and convert environments
+            return None
+        if self._proto is None:
+            self._proto = onnx.load(str(self.onnx_path), load_external_data=False)
+        model = onnx.ModelProto()
+        model.CopyFrom(self._proto)
+        for node, shape in zip(model.graph.input, shapes):
+            for d, v in zip(node.type.tensor_type.shape.dim, shape):
+                d.Clear()
+                d.dim_value = int(v)
+        try:
+            inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph.output
+        except shape_inference.InferenceError as exc:
+            if "registered" in str(exc):  # an op onnx does not know (custom domain): nothing can be told
+                return None
+            raise _ShapeInferenceError(_first_error(str(exc))) from None
+        except Exception:  # shape inference gives up on some graphs (e.g. > 2 GB): the sizes are then unknown
+            return None
+        by_name = {o.name: o.type.tensor_type for o in inferred}
+        return [
+            [d.dim_value if d.HasField("dim_value") else 0 for d in by_name[n].shape.dim] if n in by_name else [0]
+            for n in self.output_names
+        ]
 
     def _input_desc(self, index: int, node: Any, onnx_dims: List[int]) -> tensor_desc:
         dims = list(self.manifest.inputs[index].shape)
         if len(dims) != len(onnx_dims) or any(o > 0 and d > 0 and o != d for d, o in zip(dims, onnx_dims)):
-            raise RuntimeError(f"manifest shape {dims} of input {node.name!r} does not fit the ONNX's {onnx_dims}")
+            raise self._mismatch(f"input {node.name!r} has shape {dims} in the manifest, {onnx_dims} in the ONNX")
         dt = ONNX_TYPES[node.type]
         size = self.manifest.max_bytes(index, numpy_dtype(dt).itemsize)
         return tensor_desc(node.name, dt, 0, dims, size, size)
@@ -91,19 +172,29 @@ class ReferenceOM:
             sizes = [0] * len(self.output_names)
             dims = [_dims(node.shape) for node in self.ort.get_outputs()]
             if self.gears:
-                largest = max(self.gears, key=lambda g: sum(math.prod(s) for s in g))
-                outs = self.run(self.zeros(largest))
-                sizes = [o.nbytes for o in outs]
-                if self.mode == "static":  # a static OM's outputs have the compiled shapes, unless data-dependent
+                largest = max(range(len(self.gears)), key=lambda k: sum(math.prod(s) for s in self.gears[k]))
+                inferred = self._gear_outputs[largest]
+                sizes = self._bytes(inferred)
+                if self.mode == "static" and inferred is not None:  # a static OM's outputs have compiled shapes
                     dims = [
-                        d if n in self.data_dependent else list(o.shape)
-                        for n, d, o in zip(self.output_names, dims, outs)
+                        d if n in self.data_dependent or 0 in i else list(i)
+                        for n, d, i in zip(self.output_names, dims, inferred)
                     ]
             self._output_descs = [
                 tensor_desc(node.name, ONNX_TYPES[node.type], 2, d, size, size)
                 for node, d, size in zip(self.ort.get_outputs(), dims, sizes)
             ]
         return self._output_descs
+
+    def _bytes(self, dims: Optional[List[List[int]]]) -> List[int]:
+        """Bytes per output for inferred dims; 0 where a dim is unknown (data-dependent, or beyond what shape
+        inference derives), as for an OM output whose size ACL does not know."""
+        if dims is None:
+            return [0] * len(self.output_names)
+        return [
+            math.prod(d) * numpy_dtype(ONNX_TYPES[node.type]).itemsize if all(v > 0 for v in d) else 0
+            for d, node in zip(dims, self.ort.get_outputs())
+        ]
 
     def zeros(self, shapes: List[List[int]]) -> Dict[str, np.ndarray]:
         return {d.name: np.zeros(s, numpy_dtype(d.datatype)) for d, s in zip(self.input_descs, shapes)}

@@ -20,9 +20,16 @@ from ..errors import ConfigError, DeviceCallError, InputMismatchError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.package import OMPackage, resolve_om_package
-from .buffers import OutputSizer
+from .buffers import OutputSizer, check_gear_budget, memory_budget
 from .dtypes import numpy_dtype
-from .gears import InputShapeError, check_ranges, policy_for, run_with_gears
+from .gears import (
+    InputShapeError,
+    check_output_ranks,
+    check_ranges,
+    check_task_rules,
+    policy_for,
+    run_with_gears,
+)
 from .session import OpenedSession, open_session
 
 
@@ -75,6 +82,7 @@ class OMRunner:
                 f"{self.input_names}: the manifest belongs to another model"
             )
         _check_static_outputs(manifest, self._out_descs, name)
+        check_output_ranks([list(d.shape) for d in self._out_descs], self.output_names, self.policy, name)
         fixed = _fixed_sizes(config, self.output_names)
         self._sizer = OutputSizer(
             [list(d.shape) for d in self._out_descs],
@@ -229,6 +237,20 @@ def _check_warmup_shapes(config: OMBackendConfig, runner: OMRunner) -> None:
         )
 
 
+def _check_budget(runner: OMRunner, config: OMBackendConfig) -> None:
+    """Refuse gears (static: the one shape) whose buffers exceed the memory budget, before any call."""
+    if runner.mode == "dymshape":
+        return
+    check_gear_budget(
+        runner.name,
+        runner.manifest.gear_shapes(),
+        runner.input_names,
+        [dt.itemsize for dt in runner._in_dtypes],
+        sum(d.size for d in runner._out_descs),
+        memory_budget(config.memory_budget),
+    )
+
+
 def _warn_on_checksum(package: OMPackage, manifest: Optional[mf.OMManifest]) -> None:
     """One warning when the ONNX beside the OM is not the one the manifest says the OM was built from."""
     if manifest is None or not manifest.onnx_sha256 or package.onnx_path is None:
@@ -262,14 +284,16 @@ def build_om_runner(
     """
     package = resolve_om_package(model_dir, runtime)
     given = given_manifest(package, config)
+    name = model_name or package.model_dir.name
     if given is not None:
         given.check_soc()
+        check_task_rules(given, policy_for(task), name)
     _warn_on_checksum(package, given)
     opened = open_session(runtime, package, device_id, given, acl_json_path=config.acl_json_path, debug=config.debug)
     manifest = given or _manifest_from_descriptors(opened)
-    name = model_name or package.model_dir.name
     runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)
     _check_warmup_shapes(config, runner)
+    _check_budget(runner, config)
     logger.info(
         "OM runner for %s: %s (%s) on npu:%d via %s (inputs %s)",
         name,

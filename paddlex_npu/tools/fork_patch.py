@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,23 @@ def _first_mismatch(bare: List[str], find: List[str], start: int) -> str:
     return "context not found"
 
 
+def _matched_lines(package_dir: Path, files: List[FilePatch], reverse: bool) -> int:
+    """How many lines of the hunks' text to find are where the patch puts them (a located hunk counts whole):
+    tells a patched file (reverse side matches best) from a pristine one when neither side applies."""
+    score = 0
+    for fp in files:
+        path = fp.target(package_dir)
+        bare = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        for hunk in fp.hunks:
+            find, _ = hunk.side(reverse)
+            start = max(0, hunk.old_start - 1)
+            if _locate(bare, find, start) is not None:
+                score += len(find)
+            else:
+                score += sum(1 for k, want in enumerate(find) if start + k < len(bare) and bare[start + k] == want)
+    return score
+
+
 def _compute(package_dir: Path, files: List[FilePatch], reverse: bool) -> Dict[Path, bytes]:
     out = {}
     for fp in files:
@@ -177,7 +195,9 @@ class PatchPlan:
     files: List[FilePatch]
 
     def state(self) -> str:
-        """``clean`` (applies), ``applied`` (reverts), or a :class:`PatchError` naming the hunk that fails."""
+        """``clean`` (applies), ``applied`` (reverts), or a :class:`PatchError` naming the hunk that fails: the
+        reverse hunk's mismatch when the files look patched (e.g. a patched line edited by hand), else the
+        forward hunk's."""
         try:
             _compute(self.paddlex_dir, self.files, reverse=False)
             return "clean"
@@ -185,7 +205,12 @@ class PatchPlan:
             try:
                 _compute(self.paddlex_dir, self.files, reverse=True)
                 return "applied"
-            except PatchError:
+            except PatchError as backward:
+                patched = _matched_lines(self.paddlex_dir, self.files, True) > _matched_lines(
+                    self.paddlex_dir, self.files, False
+                )
+                if patched:
+                    raise PatchError(f"the patch is applied but was edited since: {backward}") from None
                 raise forward from None
 
     def run(self, reverse: bool) -> List[Path]:
@@ -194,6 +219,7 @@ class PatchPlan:
         for path, data in new.items():
             tmp = path.with_name(path.name + ".paddlex-npu.tmp")
             tmp.write_bytes(data)
+            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))  # keep the file's mode (tmp has the umask's)
             os.replace(tmp, path)
         return list(new)
 

@@ -162,3 +162,49 @@ def test_a_paddlex_folder_outside_site_packages_needs_its_version(site, tmp_path
     assert out.returncode == 1 and "not an installed paddlex" in out.stderr
     out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"), "--paddlex-version", INSTALLED)
     assert out.returncode == 0 and f"at {tmp_path / 'paddlex'}: patch applies cleanly" in out.stdout, out.stderr
+
+
+def _added_line(p):
+    """(file patch, hunk, one line the patch adds)."""
+    for fp in p.files:
+        for hunk in fp.hunks:
+            for ln in hunk.lines:
+                if ln.startswith("+") and ln[1:].strip():
+                    return fp, hunk, ln[1:]
+    raise AssertionError("the patch adds no line")
+
+
+def test_a_hand_edited_patched_line_is_named_by_revert_and_check(site):
+    assert _cli("--apply", "--paddlex-dir", str(site / "paddlex")).returncode == 0
+    p = load_patch(site / "paddlex")
+    fp, hunk, added = _added_line(p)
+    target = fp.target(p.paddlex_dir)
+    patched = target.read_bytes()
+    target.write_bytes(patched.replace(added.encode(), b"# hand edit", 1))
+    try:
+        for action in ("--revert", "--check"):
+            before = _digest(site / "paddlex")
+            out = _cli(action, "--paddlex-dir", str(site / "paddlex"))
+            assert out.returncode == 1, out.stdout
+            assert "the patch is applied but was edited since" in out.stderr, out.stderr
+            assert "is '# hand edit', expected " + repr(added) in out.stderr, out.stderr  # the edited line
+            assert _digest(site / "paddlex") == before
+    finally:
+        target.write_bytes(patched)
+        assert _cli("--revert", "--paddlex-dir", str(site / "paddlex")).returncode == 0
+
+
+def test_apply_and_revert_keep_file_modes(site):
+    p = load_patch(site / "paddlex")
+    targets = [fp.target(p.paddlex_dir) for fp in p.files]
+    modes = {}
+    for i, t in enumerate(targets):
+        os.chmod(t, (0o640, 0o755, 0o604)[i % 3])
+        modes[t] = t.stat().st_mode & 0o7777
+    try:
+        for action in ("--apply", "--revert"):
+            assert _cli(action, "--paddlex-dir", str(site / "paddlex")).returncode == 0
+            assert {t: t.stat().st_mode & 0o7777 for t in targets} == modes, action
+    finally:
+        for t in targets:
+            os.chmod(t, 0o644)

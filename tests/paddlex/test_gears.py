@@ -37,8 +37,8 @@ def test_ocr_with_det_hw_gears_and_rec_width_gears_reads_like_dymshape(gear_root
         p.close()
     for key in images:
         assert got[key]["texts"] == npu_results[key]["texts"], key
-        # zero padding (the normalised mean colour) below and right of the page can move a box edge by a few px
-        np.testing.assert_allclose(got[key]["boxes"], npu_results[key]["boxes"], atol=4, err_msg=key)
+        # edge padding below/right of the page moves a box edge by at most 2 px (see test_gear_agreement.py)
+        np.testing.assert_allclose(got[key]["boxes"], npu_results[key]["boxes"], atol=2, err_msg=key)
 
 
 def test_page_and_textline_orientation_through_the_npu_route(asset_root, tmp_path):
@@ -304,3 +304,14 @@ def test_two_calls_per_batch_flip_with_batch_gears(asset_root, tmp_path, images)
     for x, y, z in zip(ours, reference, unflipped):
         np.testing.assert_allclose(x, y, atol=1e-5)
         assert not np.allclose(y, z, atol=1e-3)  # the flipped pass really contributes
+
+
+def test_ctc_cut_equals_the_rec_models_own_length(asset_root):
+    import onnxruntime as ort
+
+    from paddlex_npu.run.gears import cut_length
+
+    s = ort.InferenceSession(str(asset_root / "om" / assets.REC / "inference.onnx"), providers=["CPUExecutionProvider"])
+    for w in range(300, 341):
+        (out,) = s.run(None, {"x": np.zeros((1, 3, 48, w), np.float32)})
+        assert cut_length(80, 640, w) == out.shape[1], w

@@ -45,7 +45,10 @@ def test_det_map_is_padded_then_cropped_back():
         return [feeds[0][:, :1] * 2]  # a DB-like map: same H, W as the input
 
     (out,) = run_with_gears(HW, [x], DET, infer)
-    assert seen[0].shape == (1, 3, 320, 320) and np.all(seen[0][:, :, 288:] == 0) and np.all(seen[0][..., 300:] == 0)
+    assert seen[0].shape == (1, 3, 320, 320)
+    # text detection pads with the image's own edge (its background), not a constant
+    np.testing.assert_array_equal(seen[0][:, :, 288:, :300], np.repeat(x[:, :, -1:], 32, axis=2))
+    np.testing.assert_array_equal(seen[0][..., 300:], np.repeat(seen[0][..., 299:300], 20, axis=3))
     assert out.shape == (1, 1, 288, 300)
     np.testing.assert_array_equal(out, x[:, :1] * 2)
 
@@ -129,3 +132,13 @@ def test_manifest_round_trip(tmp_path):
 
     assert load(path) == DIMS
     assert '"schema": "paddlex-npu/om-manifest/1"' in path.read_text()
+
+
+def test_strided_outputs_are_cut_to_the_length_the_model_gives_for_the_real_input():
+    from paddlex_npu.run.gears import cut_length
+
+    # PP-OCRv4 mobile rec (measured with ONNX Runtime): 40 time steps for widths 316+1..324, 41 for 325..332
+    widths = {316: 39, 317: 40, 320: 40, 321: 40, 324: 40, 325: 41, 328: 41, 332: 41, 333: 42, 336: 42}
+    assert {w: cut_length(80, 640, w) for w in widths} == widths
+    assert cut_length(960, 960, 300) == 300  # stride 1 (DB map): exact
+    assert cut_length(50, 300, 200) == 33  # no whole stride: in proportion

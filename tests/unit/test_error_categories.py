@@ -1,0 +1,57 @@
+"""Errors carry a category a server maps to an HTTP status: client input 4xx, configuration 500, device 503."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from paddlex_npu import errors
+from paddlex_npu.config import OMBackendConfig
+from paddlex_npu.errors import http_status
+from paddlex_npu.run.gears import InputShapeError
+from paddlex_npu.run.runner import build_om_runner
+from paddlex_npu.tools.fork_patch import PatchError
+from tests.onnx_models import two_input_model
+
+
+@pytest.mark.parametrize(
+    "cls, category, status",
+    [
+        (errors.InputMismatchError, "input", 400),
+        (InputShapeError, "input", 400),
+        (errors.ConfigError, "config", 500),
+        (errors.ModelFileError, "config", 500),
+        (errors.UnsupportedPaddlexError, "config", 500),
+        (errors.DeviceCallError, "device", 503),
+        (errors.NpuDeviceUnavailableError, "device", 503),
+        (errors.RuntimeUnavailableError, "device", 503),
+        (PatchError, "runtime", 500),
+    ],
+)
+def test_every_error_has_a_category_and_a_status(cls, category, status):
+    exc = cls("what went wrong: do this")
+    assert exc.category == category and errors.category_of(exc) == category
+    code, message = http_status(exc)
+    assert code == status and message.endswith("what went wrong: do this")
+
+
+def test_other_exceptions_are_500_without_their_text():
+    code, message = http_status(KeyError("/secret/path"))
+    assert code == 500 and "KeyError" in message and "secret" not in message
+
+
+def test_an_input_outside_the_oms_ranges_is_a_client_error(tmp_path):
+    two_input_model(tmp_path / "inference.onnx")
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    manifest = {
+        "mode": "dymshape",
+        "inputs": [
+            {"name": "x", "shape": [-1, 3, -1, -1], "range": [[1, 4], [3, 3], [8, 64], [8, 64]]},
+            {"name": "a", "dtype": "int32", "shape": [-1, 2], "range": [[1, 4], [2, 2]]},
+        ],
+    }
+    runner = build_om_runner(tmp_path, runtime="reference", device_id=0, config=OMBackendConfig(manifest=manifest))
+    with pytest.raises(errors.PaddlexNpuError) as info:
+        runner([np.zeros((1, 2), np.int32), np.zeros((1, 3, 128, 8), np.float32)])
+    code, message = http_status(info.value)
+    assert code == 400 and "[1, 3, 128, 8]" in message and message.startswith("bad input: ")
