@@ -171,20 +171,29 @@ class ReferenceOM:
         if self._output_descs is None:
             sizes = [0] * len(self.output_names)
             dims = [_dims(node.shape) for node in self.ort.get_outputs()]
-            if self.gears:
+            if self.mode == "static":
+                dims, sizes = self._static_outputs(dims)
+            elif self.gears:
                 largest = max(range(len(self.gears)), key=lambda k: sum(math.prod(s) for s in self.gears[k]))
-                inferred = self._gear_outputs[largest]
-                sizes = self._bytes(inferred)
-                if self.mode == "static" and inferred is not None:  # a static OM's outputs have compiled shapes
-                    dims = [
-                        d if n in self.data_dependent or 0 in i else list(i)
-                        for n, d, i in zip(self.output_names, dims, inferred)
-                    ]
+                sizes = self._bytes(self._gear_outputs[largest])
             self._output_descs = [
                 tensor_desc(node.name, ONNX_TYPES[node.type], 2, d, size, size)
                 for node, d, size in zip(self.ort.get_outputs(), dims, sizes)
             ]
         return self._output_descs
+
+    def _static_outputs(self, dims: List[List[int]]) -> Tuple[List[List[int]], List[int]]:
+        """A static OM's outputs have the shapes ATC compiled, except data-dependent ones. Where shape inference
+        cannot tell them, the model runs once at the one static shape (within the memory budget checked at
+        load), as ATC does when it compiles."""
+        inferred = self._gear_outputs[0]
+        known = inferred is not None and all(
+            n in self.data_dependent or (i and all(v > 0 for v in i)) for n, i in zip(self.output_names, inferred)
+        )
+        if not known:
+            inferred = [list(o.shape) for o in self.run(self.zeros(self.gears[0]))]
+        fixed = [d if n in self.data_dependent else list(i) for n, d, i in zip(self.output_names, dims, inferred)]
+        return fixed, self._bytes(fixed)
 
     def _bytes(self, dims: Optional[List[List[int]]]) -> List[int]:
         """Bytes per output for inferred dims; 0 where a dim is unknown (data-dependent, or beyond what shape
