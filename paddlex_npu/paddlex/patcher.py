@@ -84,6 +84,8 @@ def install() -> bool:
             logger.warning("paddlex-npu is already installed; install() did nothing")
             return False
         chosen = adapter()
+        if _record is not None:  # the pending import hook installed it just now (adapter() imported PaddleX)
+            return True
         if chosen.is_fork_patched():
             logger.info("this PaddleX carries paddlex-npu's fork patch: the OM route is in its source already")
             return False

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, MutableMapping, Tuple
+import sys
+from typing import Any, Callable, Iterator, List, MutableMapping, Tuple
 
 _MISSING = object()
 
@@ -38,6 +39,26 @@ class PatchRecord:
 
         self._undo.append(undo)
 
+    def set_everywhere(self, original: Any, value: Any) -> List[Tuple[Any, str]]:
+        """Replace ``original`` by ``value`` wherever a loaded module binds it at module level (``from x import
+        f`` makes an alias that patching ``x.f`` alone misses); returns the (module, name) pairs patched.
+
+        Reverting sweeps the loaded modules again and puts ``original`` back wherever ``value`` is bound, so an
+        alias made after install (a module imported later binds ``value``) is restored too."""
+        found = [(module, name) for module, name, bound in _module_globals() if bound is original]
+        for module, name in found:
+            setattr(module, name, value)
+            self._attributes.append((module, name, original, value))
+
+        def undo() -> bool:
+            for module, name, bound in _module_globals():
+                if bound is value:
+                    setattr(module, name, original)
+            return all(module.__dict__.get(name, _MISSING) is original for module, name in found)
+
+        self._undo.append(undo)
+        return found
+
     def set_item(self, mapping: MutableMapping, key: Any, value: Any) -> None:
         original = mapping.get(key, _MISSING)
         mapping[key] = value
@@ -69,3 +90,13 @@ class PatchRecord:
             if not undo():
                 problems.append(getattr(undo, "__qualname__", repr(undo)))
         return problems
+
+
+def _module_globals() -> Iterator[Tuple[Any, str, Any]]:
+    """(module, name, value) of every module-level binding of every loaded module (read from ``__dict__``, so
+    lazy modules' ``__getattr__`` is never triggered)."""
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if isinstance(namespace, dict):
+            for name, bound in list(namespace.items()):
+                yield module, name, bound

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+import importlib.util
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
 from ..config import OMBackendConfig, validate
-from ..errors import ConfigError, NpuDeviceUnavailableError
+from ..errors import ConfigError, ModelFileError, NpuDeviceUnavailableError
 from ..log import logger
+from ..om.manifest import MANIFEST_NAME
+from ..om.package import is_om_package
 
 OMRoute = Tuple[int, OMBackendConfig]  # (device_id, backend options)
 
@@ -43,13 +47,22 @@ def device_of(device: Optional[str], cfg: Mapping[str, Any]) -> Tuple[Optional[s
     return kind, int(index or 0)
 
 
-def om_route(use_hpip: Any, hpi_config: Any, device: Optional[str]) -> Optional[OMRoute]:
+def om_route(
+    use_hpip: Any, hpi_config: Any, device: Optional[str], model_dir: Any = None, model_name: Optional[str] = None
+) -> Optional[OMRoute]:
     """(device_id, backend options) when a call asks for HPI backend ``om``, else None. Backend ``om`` on a
-    device that is not an NPU is a :class:`ConfigError` (PaddleX would only say that ultra-infer is missing)."""
+    device that is not an NPU is a :class:`ConfigError` (PaddleX would only say that ultra-infer is missing).
+
+    With no backend named, HPI on an ``npu`` device takes the OM route when ``model_dir`` is an OM package (see
+    :func:`default_to_om`)."""
     if not use_hpip:
         return None
     hpi = as_dict(hpi_config)
-    if hpi.get("backend") != "om":
+    backend = hpi.get("backend")
+    if backend is None:
+        if device_of(device, hpi)[0] != "npu" or not default_to_om(model_dir, model_name, device_of(device, hpi)[1]):
+            return None
+    elif backend != "om":
         return None
     _warn_on_device_conflict(device, hpi)
     device_type, device_id = device_of(device, hpi)
@@ -60,6 +73,48 @@ def om_route(use_hpip: Any, hpi_config: Any, device: Optional[str]) -> Optional[
             "(and hpi_config device_type 'npu'), or choose another backend for that device"
         )
     return device_id, validate(OMBackendConfig, hpi.get("backend_config") or {}, "hpi_config['backend_config']")
+
+
+_defaults_logged: Set[str] = set()
+
+
+def default_to_om(model_dir: Any, model_name: Optional[str], device_id: int) -> bool:
+    """Whether HPI with no backend on an NPU takes the OM route: yes for an OM package (logged once per folder);
+    no when ultra-infer is installed (PaddleX's own HPI then chooses); otherwise a :class:`ModelFileError` that
+    says what is missing and how to build it (PaddleX would only say that ultra-infer is missing)."""
+    name = model_name or "the model"
+    if model_dir is not None and is_om_package(model_dir):
+        key = str(Path(model_dir).resolve())
+        if key not in _defaults_logged:
+            _defaults_logged.add(key)
+            logger.info(
+                "%s: HPI on npu:%d with no backend given, and %s is an OM package -> hpi backend 'om' (the NPU route)",
+                name,
+                device_id,
+                model_dir,
+            )
+        return True
+    if importlib.util.find_spec("ultra_infer") is not None:
+        return False
+    build = "`paddlex-npu convert <PaddleX model folder> -o <package> --soc-version <chip>`"
+    if model_dir is None:
+        where = f"no model folder was given for {name} (PaddleX would fetch its Paddle model, which is no OM package)"
+    else:
+        held = sorted(p.name for p in Path(model_dir).iterdir()) if Path(model_dir).is_dir() else None
+        where = (
+            f"{model_dir} ({name}) holds neither inference.om nor {MANIFEST_NAME} (it holds: {', '.join(held)})"
+            if held is not None
+            else f"{model_dir} ({name}) is not a folder"
+        )
+        if held is not None and {"inference.pdmodel", "inference.json"} & set(held):
+            build = f"`paddlex-npu convert {model_dir} -o <package> --soc-version <chip>`"
+    raise ModelFileError(
+        f"use_hpip=True on device='npu:{device_id}' with no hpi backend takes paddlex-npu's OM route when the model "
+        f"folder is an OM package (inference.yml + inference.om, or its {MANIFEST_NAME} manifest with "
+        f"inference.onnx on the reference runtime), but {where}. Build one with {build} (ATC runs where CANN "
+        "is installed) and pass it as model_dir (SubModules.<name>.model_dir in a pipeline config); or name the "
+        "backend: hpi_config={'backend': 'om', ...}"
+    )
 
 
 def _warn_on_device_conflict(device: Optional[str], hpi: Mapping[str, Any]) -> None:

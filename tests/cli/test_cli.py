@@ -23,12 +23,21 @@ def test_version():
     assert out.returncode == 0 and out.stdout.strip() == f"paddlex-npu {__version__}"
 
 
-@pytest.mark.parametrize("command", [c.name for c in COMMANDS if c.name != "paddlex"])
+WRAPPERS = ("paddlex", "paddleocr")  # everything after them goes to PaddleX's / PaddleOCR's own parser
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS if c.name not in WRAPPERS])
 def test_every_subcommand_has_help_without_rst_markup(command):
     out = _cli(command, "--help")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: paddlex-npu " + command)
     assert "``" not in out.stdout
+
+
+def test_paddleocr_wrapper_is_paddleocrs_own_cli():
+    pytest.importorskip("paddleocr", reason="PaddleOCR is not installed")
+    out = _cli("paddleocr", "--help")
+    assert out.returncode == 0 and out.stdout.startswith("usage: paddleocr"), out.stderr[-2000:]
 
 
 def test_doctor_says_what_is_missing_and_fails_without_an_npu():

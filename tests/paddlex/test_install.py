@@ -105,3 +105,20 @@ def test_hpi_backends_other_than_om_reach_paddlex(asset_root):
             use_hpip=True,
             hpi_config={"backend": "onnxruntime"},
         )
+
+
+def test_install_while_the_import_hook_is_pending_patches_once(tmp_path):
+    """``python -m paddlex_npu.cli paddlex ...``: the import hook is pending when the command installs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import paddlex_npu\n"
+        "from paddlex_npu.paddlex.patcher import patched_attributes\n"
+        "assert paddlex_npu.install() is True\n"
+        "originals = [o for _, _, o, _ in patched_attributes()]\n"
+        "assert not any(getattr(o, '__paddlex_npu_patched__', False) for o in originals), 'patched twice'\n"
+        "print(len(originals))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0 and int(out.stdout.strip()) > 0, out.stderr[-3000:]

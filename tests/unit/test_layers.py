@@ -16,12 +16,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 ORDER = ["base", "om", "run", "paddlex", "tools", "testing", "cli"]
 BASE = {"errors", "config", "log", "version"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
+# PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
 FORBIDDEN = {
-    "base": {"paddlex", "paddle"},
-    "om": {"paddlex", "paddle", "onnxruntime"},
-    "run": {"paddlex", "paddle"},
-    "tools": {"paddlex"},
-    "testing": {"paddlex"},
+    "base": {"paddlex", "paddle", "paddleocr"},
+    "om": {"paddlex", "paddle", "onnxruntime", "paddleocr"},
+    "run": {"paddlex", "paddle", "paddleocr"},
+    "tools": {"paddlex", "paddleocr"},
+    "testing": {"paddlex", "paddleocr"},
 }
 
 
