@@ -252,7 +252,16 @@ def build_om_runner(
     if given is not None:
         given.check_soc()
     _warn_on_checksum(package, given)
-    opened = open_session(runtime, package, device_id, given, acl_json_path=config.acl_json_path, debug=config.debug)
+    opened = open_session(
+        runtime,
+        package,
+        device_id,
+        given,
+        acl_json_path=config.acl_json_path,
+        debug=config.debug,
+        simulation=config.simulation,
+        task=task,
+    )
     manifest = given or _manifest_from_descriptors(opened)
     name = model_name or package.model_dir.name
     runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)

@@ -93,7 +93,7 @@ importlib.util.find_spec = (lambda f: lambda n, *a: None if n.split('.')[0] in (
     importlib.util.find_spec)
 import paddlex_npu
 from paddlex_npu.om import atc, manifest, package
-from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session
+from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session, simulated
 from paddlex_npu.tools import planner
 assert not paddlex_npu.is_installed()
 assert 'paddlex' not in sys.modules and 'paddle' not in sys.modules

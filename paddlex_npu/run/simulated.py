@@ -1,0 +1,337 @@
+"""The simulated device: runtime ``simulated``, an NPU stand-in for throughput work on a CPU machine.
+
+It is the CPU reference :class:`~.reference.InferSession` (same contract, same checks, same errors) with the
+model replaced by a device model:
+
+- **outputs are real**: the reference runtime's outputs, computed once (a *recording* pass) and stored under a
+  digest of the inputs (SHA-1 of every input's name, dtype, shape and bytes) in a replay store
+  (``$PADDLEX_NPU_SIM_STORE``, default ``~/.cache/paddlex_npu/simulated/<model sha256>/``). A replayed call
+  spends no CPU on the model. An input never seen is computed with ONNX Runtime, stored, and counted
+  (:func:`stats` ``computed``; logged when the session is freed);
+- **device time** comes from a cost model, ``base_ms + ms_per_melem * (input elements / 1e6)`` (see
+  :func:`default_cost` for how the defaults follow from the published 310P3 figures);
+- **the GIL is held** for that time, as ais_bench's bindings hold it for the whole device call: the wait is
+  libc ``nanosleep`` called through :class:`ctypes.PyDLL` (which keeps the GIL), so no other Python thread of
+  the process runs and no CPU is burnt;
+- **one device is one device**: device time is serialised across all processes that use the same device id
+  and lock folder (``$PADDLEX_NPU_SIM_LOCKS``), by ``flock`` on one lock file per device id, taken with the
+  GIL held as a process waiting for a busy NPU holds it.
+
+Not modelled: host-device copies apart from their share of the cost model, device memory limits, streams,
+fp16 numerics (outputs are the reference runtime's fp32), warm-up/compile time of a real OM.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import errno
+import fcntl
+import hashlib
+import os
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..config import SimulationConfig
+from ..log import logger
+from .reference import InferSession
+
+STORE_ENV = "PADDLEX_NPU_SIM_STORE"
+LOCKS_ENV = "PADDLEX_NPU_SIM_LOCKS"
+
+# Cost model defaults, from the 310P3 OM figures in the reference notes (ModelZoo, model-only throughput):
+# - ch_PP-OCRv3_rec, input 3x48x320 (46,080 elements per image): 1547.8 images/s at batch 1 (0.6461 ms per
+#   call) and 4845.8 at batch 16 (3.3018 ms per call of 737,280 elements). The line through both points:
+#   3.842 ms per million elements, 0.469 ms per call.
+# - ch_PP-OCRv3_det, 320.55 images/s at batch 1 (3.1196 ms per call), taken at 3x736x1280 (ICDAR2015's
+#   720x1280 images on the smallest of its 736..1536 gears; the README's exact size is an assumption): with
+#   the same per-call base, 0.938 ms per million elements. Dense image models (detection, segmentation) take
+#   this rate, every other model the recognition rate (the higher one).
+BASE_MS = 0.469
+SEQUENCE_MS_PER_MELEM = 3.842
+DENSE_MS_PER_MELEM = 0.938
+_DENSE_TASKS = ("Det", "Seg", "Layout")
+_POLL_S = 0.0002
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Device time of one call: ``base_ms + ms_per_melem * elements / 1e6`` (elements of all inputs)."""
+
+    base_ms: float
+    ms_per_melem: float
+
+    def device_ms(self, elements: int) -> float:
+        return self.base_ms + self.ms_per_melem * elements / 1e6
+
+
+def default_cost(task: Optional[str] = None) -> CostModel:
+    """The default cost model for a PaddleX predictor class name (``TextDetPredictor``...; None: unknown)."""
+    dense = task is not None and any(t in task for t in _DENSE_TASKS)
+    return CostModel(BASE_MS, DENSE_MS_PER_MELEM if dense else SEQUENCE_MS_PER_MELEM)
+
+
+# ---- the C calls that keep the GIL ---------------------------------------------------------------------------
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_LIBC = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held during each call
+_LIBC.nanosleep.argtypes = [ctypes.POINTER(_Timespec), ctypes.POINTER(_Timespec)]
+_LIBC.flock.argtypes = [ctypes.c_int, ctypes.c_int]
+
+
+def gil_sleep(seconds: float) -> None:
+    """Wait ``seconds`` in C without releasing the GIL. A signal cuts the wait short only to run Python's
+    handler (e.g. Ctrl-C raises ``KeyboardInterrupt`` here); otherwise the rest of the time is waited."""
+    req = _Timespec(int(seconds), int(round((seconds % 1) * 1e9)))
+    rem = _Timespec()
+    while _LIBC.nanosleep(ctypes.byref(req), ctypes.byref(rem)) != 0:
+        err = ctypes.get_errno()
+        if err != errno.EINTR:
+            raise OSError(err, os.strerror(err))
+        req, rem = rem, req
+
+
+def _flock(fd: int, op: int) -> bool:
+    """libc ``flock`` with the GIL held; False when a non-blocking attempt finds the lock taken."""
+    if _LIBC.flock(fd, op) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EWOULDBLOCK, errno.EINTR):
+        return False
+    raise OSError(err, os.strerror(err))
+
+
+# ---- the device ------------------------------------------------------------------------------------------
+
+
+class DeviceLock:
+    """One simulated device: held for the device time of each call, across threads and processes.
+
+    Inside a process a thread lock admits one caller (it waits with the GIL released, as a thread blocked on
+    the GIL would); across processes, ``flock`` on the device's lock file, waited for with the GIL held. A
+    process that already holds another device polls instead (keeping the GIL only between short polls), so two
+    processes each driving two devices from threads cannot deadlock on each other's GIL.
+    """
+
+    _held = 0
+    _held_lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._thread_lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o666)
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        with self._thread_lock:
+            self._acquire()
+            try:
+                yield
+            finally:
+                _flock(self._fd, fcntl.LOCK_UN)
+                self._count(-1)
+
+    def _acquire(self) -> None:
+        if not _flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB):
+            if DeviceLock._held == 0:
+                while not _flock(self._fd, fcntl.LOCK_EX):
+                    pass  # EINTR: Python's signal handlers ran between the calls
+            else:
+                while not _flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB):
+                    gil_sleep(_POLL_S)
+        self._count(1)
+
+    @classmethod
+    def _count(cls, delta: int) -> None:
+        with cls._held_lock:
+            cls._held += delta
+
+
+_DEVICES: Dict[Tuple[int, str], DeviceLock] = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+def device_lock(lock_dir: Path, device_id: int) -> DeviceLock:
+    """The process's lock of one simulated device (a fresh file description after a fork)."""
+    path = Path(lock_dir) / f"npu{device_id}.lock"
+    key = (os.getpid(), str(path))
+    with _DEVICES_LOCK:
+        if key not in _DEVICES:
+            _DEVICES[key] = DeviceLock(path)
+        return _DEVICES[key]
+
+
+# ---- the replay store ----------------------------------------------------------------------------------------
+
+
+def default_store() -> Path:
+    return Path(os.environ.get(STORE_ENV) or Path.home() / ".cache" / "paddlex_npu" / "simulated")
+
+
+def default_lock_dir() -> Path:
+    return Path(os.environ.get(LOCKS_ENV) or Path(tempfile.gettempdir()) / f"paddlex_npu_sim-{os.getuid()}")
+
+
+def feed_digest(feed: Dict[str, np.ndarray]) -> str:
+    """SHA-1 of every input's name, dtype, shape and bytes."""
+    h = hashlib.sha1()
+    for name, arr in feed.items():
+        h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        h.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    return h.hexdigest()
+
+
+class ReplayStore:
+    """Outputs by input digest, one ``.npz`` per call, written atomically (processes may record at once)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def _path(self, digest: str) -> Path:
+        return self.folder / digest[:2] / f"{digest}.npz"
+
+    def get(self, digest: str) -> Optional[List[np.ndarray]]:
+        try:
+            with np.load(self._path(digest)) as z:
+                return [z[f"o{i}"] for i in range(len(z.files))]
+        except FileNotFoundError:
+            return None
+
+    def put(self, digest: str, outputs: List[np.ndarray]) -> None:
+        path = self._path(digest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        with open(tmp, "wb") as f:
+            np.savez(f, **{f"o{i}": o for i, o in enumerate(outputs)})
+        os.replace(tmp, path)
+
+
+def model_key(onnx_path: str) -> str:
+    """The replay folder of a model: the SHA-256 of its ONNX (so a changed model never replays old outputs)."""
+    h = hashlib.sha256()
+    with open(onnx_path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:32]
+
+
+# ---- counters ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SimStats:
+    """What the simulated sessions of this process did (times in ms)."""
+
+    calls: int = 0
+    replayed: int = 0
+    computed: int = 0
+    device_ms: float = 0.0
+    replay_ms: float = 0.0
+    compute_ms: float = 0.0
+
+
+_STATS = SimStats()
+_STATS_LOCK = threading.Lock()
+
+
+def stats() -> Dict[str, float]:
+    """A snapshot of this process's counters: calls, replayed, computed (inputs never seen), device_ms, and the
+    simulation's own host time: replay_ms (digest + load), compute_ms (ONNX Runtime on inputs never seen)."""
+    with _STATS_LOCK:
+        return asdict(_STATS)
+
+
+def _count(**deltas: float) -> None:
+    with _STATS_LOCK:
+        for key, value in deltas.items():
+            setattr(_STATS, key, getattr(_STATS, key) + value)
+
+
+# ---- the session ---------------------------------------------------------------------------------------------
+
+
+class SimulatedSession(InferSession):
+    """The reference ``InferSession`` contract on the simulated device (see the module's docstring)."""
+
+    def __init__(
+        self,
+        device_id: int,
+        model_path: str,
+        acl_json_path: Optional[str] = None,
+        debug: bool = False,
+        loop: int = 1,
+        *,
+        onnx_path: Optional[str] = None,
+        manifest: object = None,
+        simulation: Optional[SimulationConfig] = None,
+        task: Optional[str] = None,
+    ) -> None:
+        super().__init__(device_id, model_path, acl_json_path, debug, loop, onnx_path=onnx_path, manifest=manifest)
+        sim = simulation or SimulationConfig()
+        default = default_cost(task)
+        self.cost = CostModel(
+            default.base_ms if sim.base_ms is None else sim.base_ms,
+            default.ms_per_melem if sim.ms_per_melem is None else sim.ms_per_melem,
+        )
+        self.store = ReplayStore(Path(sim.store or default_store()) / model_key(self.onnx_path))
+        self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
+        self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # perf_counter (start, end)
+        self._own = SimStats()
+
+    def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
+        t0 = time.perf_counter()
+        digest = feed_digest(feed)
+        outputs = self.store.get(digest)
+        t1 = time.perf_counter()
+        computed = outputs is None
+        if outputs is None:
+            outputs = [np.ascontiguousarray(o) for o in self._om.run(feed)]
+            self.store.put(digest, outputs)
+        t2 = time.perf_counter()
+        device_ms = self.cost.device_ms(sum(int(a.size) for a in feed.values()))
+        with self.device.hold():
+            start = time.perf_counter()
+            gil_sleep(device_ms / 1000.0)
+            end = time.perf_counter()
+        self.device_intervals.append((start, end))
+        deltas = {
+            "calls": 1,
+            "replayed": int(not computed),
+            "computed": int(computed),
+            "device_ms": (end - start) * 1000.0,
+            "replay_ms": (t1 - t0) * 1000.0,
+            "compute_ms": (t2 - t1) * 1000.0,
+        }
+        _count(**deltas)
+        for key, value in deltas.items():
+            setattr(self._own, key, getattr(self._own, key) + value)
+        return outputs
+
+    def free_resource(self) -> None:
+        if not self._freed and self._own.calls:
+            s = self._own
+            logger.info(
+                "simulated npu:%d %s: %d calls, %d replayed, %d computed (inputs never seen), device time %.1f ms",
+                self.device_id,
+                Path(self.onnx_path).parent.name,
+                s.calls,
+                s.replayed,
+                s.computed,
+                s.device_ms,
+            )
+        super().free_resource()
+
+    def __repr__(self) -> str:
+        return f"<simulated InferSession {os.path.basename(self.onnx_path)} npu:{self.device_id} {self.cost}>"
