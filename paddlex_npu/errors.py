@@ -34,3 +34,8 @@ class ConfigError(PaddlexNpuError, ValueError):
 class DeviceCallError(PaddlexNpuError, RuntimeError):
     """A session call failed after the inputs passed every check; the message names the model, the input shapes
     and the output sizes reserved, and the option to raise."""
+
+
+class ExecutorError(PaddlexNpuError, RuntimeError):
+    """The parallel executor cannot go on: its workers did not start, or all of them died and none could be
+    restarted."""

@@ -13,13 +13,14 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
-ORDER = ["base", "om", "run", "paddlex", "tools", "testing", "cli"]
+ORDER = ["base", "om", "run", "paddlex", "executor", "tools", "testing", "cli"]
 BASE = {"errors", "config", "log", "version"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 FORBIDDEN = {
     "base": {"paddlex", "paddle"},
     "om": {"paddlex", "paddle", "onnxruntime"},
     "run": {"paddlex", "paddle"},
+    "executor": {"paddlex", "paddle"},
     "tools": {"paddlex"},
     "testing": {"paddlex"},
 }
@@ -95,6 +96,7 @@ import paddlex_npu
 from paddlex_npu.om import atc, manifest, package
 from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session, simulated
 from paddlex_npu.tools import planner
+from paddlex_npu import executor
 assert not paddlex_npu.is_installed()
 assert 'paddlex' not in sys.modules and 'paddle' not in sys.modules
 print('ok')
