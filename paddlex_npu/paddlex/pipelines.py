@@ -25,9 +25,10 @@ def create_on_device(
     pipeline: Union[str, Dict[str, Any]], device_id: int, create_kwargs: Optional[Dict[str, Any]] = None
 ) -> Any:
     """``paddlex.create_pipeline`` for a pipeline name, YAML path or config dict, on ``npu:<device_id>``."""
+    from paddlex import create_pipeline  # first: importing PaddleX runs the auto-install hook, if armed
+
     if not is_installed():
         install()
-    from paddlex import create_pipeline
 
     kwargs = device_kwargs(create_kwargs, device_id)
     if isinstance(pipeline, dict):
