@@ -15,8 +15,9 @@ model replaced by a device model:
   libc ``nanosleep`` called through :class:`ctypes.PyDLL` (which keeps the GIL), so no other Python thread of
   the process runs and no CPU is burnt;
 - **one device is one device**: device time is serialised across all processes that use the same device id
-  and lock folder (``$PADDLEX_NPU_SIM_LOCKS``), by ``flock`` on one lock file per device id, taken with the
-  GIL held as a process waiting for a busy NPU holds it.
+  and lock folder (``$PADDLEX_NPU_SIM_LOCKS``): a FIFO of slots kept in one lock file per device id
+  (:class:`DeviceLock`); a call waits for its slot and for its device time with the GIL held, as a process
+  waiting for a busy NPU does.
 
 Not modelled: host-device copies apart from their share of the cost model, device memory limits, streams,
 fp16 numerics (outputs are the reference runtime's fp32), warm-up/compile time of a real OM.
@@ -31,13 +32,13 @@ import fcntl
 import hashlib
 import os
 import shutil
+import struct
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -60,7 +61,6 @@ BASE_MS = 0.469
 SEQUENCE_MS_PER_MELEM = 3.842
 DENSE_MS_PER_MELEM = 0.938
 _DENSE_TASKS = ("Det", "Seg", "Layout")
-_POLL_S = 0.0002
 
 
 @dataclass(frozen=True)
@@ -92,18 +92,6 @@ _LIBC.nanosleep.argtypes = [ctypes.POINTER(_Timespec), ctypes.POINTER(_Timespec)
 _LIBC.flock.argtypes = [ctypes.c_int, ctypes.c_int]
 
 
-def gil_sleep(seconds: float) -> None:
-    """Wait ``seconds`` in C without releasing the GIL. A signal cuts the wait short only to run Python's
-    handler (e.g. Ctrl-C raises ``KeyboardInterrupt`` here); otherwise the rest of the time is waited."""
-    req = _Timespec(int(seconds), int(round((seconds % 1) * 1e9)))
-    rem = _Timespec()
-    while _LIBC.nanosleep(ctypes.byref(req), ctypes.byref(rem)) != 0:
-        err = ctypes.get_errno()
-        if err != errno.EINTR:
-            raise OSError(err, os.strerror(err))
-        req, rem = rem, req
-
-
 def _flock(fd: int, op: int) -> bool:
     """libc ``flock`` with the GIL held; False when a non-blocking attempt finds the lock taken."""
     if _LIBC.flock(fd, op) == 0:
@@ -116,18 +104,33 @@ def _flock(fd: int, op: int) -> bool:
 
 # ---- the device ------------------------------------------------------------------------------------------
 
+_LIBC.clock_nanosleep.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Timespec), ctypes.c_void_p]
+_TIMER_ABSTIME = 1
+
+
+def monotonic() -> float:
+    """The clock of device time (CLOCK_MONOTONIC: one clock for every process of the machine)."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def gil_sleep_until(deadline: float) -> None:
+    """Wait in C until ``deadline`` (:func:`monotonic`) without releasing the GIL; a signal only lets Python's
+    handler run (Ctrl-C raises ``KeyboardInterrupt`` here)."""
+    ts = _Timespec(int(deadline), int(round((deadline % 1) * 1e9)))
+    while True:
+        err = _LIBC.clock_nanosleep(time.CLOCK_MONOTONIC, _TIMER_ABSTIME, ctypes.byref(ts), None)
+        if err == 0:
+            return
+        if err != errno.EINTR:
+            raise OSError(err, os.strerror(err))
+
 
 class DeviceLock:
-    """One simulated device: held for the device time of each call, across threads and processes.
-
-    Inside a process a thread lock admits one caller (it waits with the GIL released, as a thread blocked on
-    the GIL would); across processes, ``flock`` on the device's lock file, waited for with the GIL held. A
-    process that already holds another device polls instead (keeping the GIL only between short polls), so two
-    processes each driving two devices from threads cannot deadlock on each other's GIL.
-    """
-
-    _held = 0
-    _held_lock = threading.Lock()
+    """One simulated device, a FIFO queue shared by threads and processes: its lock file holds the time the
+    device is busy until. A call reserves ``[max(now, busy_until), + device time]`` in a critical section of a
+    few microseconds (``flock``), then waits for the end of its slot with the GIL held. The device is free at
+    the slot's end whether or not the waiting process gets a CPU at once, as an NPU finishes a call while its
+    host thread waits to be scheduled."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -135,30 +138,25 @@ class DeviceLock:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o666)
 
-    @contextmanager
-    def hold(self) -> Iterator[None]:
+    def reserve(self, seconds: float) -> Tuple[float, float]:
+        """The (start, end) of the next free slot of ``seconds`` on the device (:func:`monotonic` times)."""
         with self._thread_lock:
-            self._acquire()
+            while not _flock(self._fd, fcntl.LOCK_EX):
+                pass  # EINTR: Python's signal handlers ran between the calls
             try:
-                yield
+                raw = os.pread(self._fd, 8, 0)
+                busy_until = struct.unpack("d", raw)[0] if len(raw) == 8 else 0.0
+                start = max(monotonic(), busy_until)
+                os.pwrite(self._fd, struct.pack("d", start + seconds), 0)
             finally:
                 _flock(self._fd, fcntl.LOCK_UN)
-                self._count(-1)
+        return start, start + seconds
 
-    def _acquire(self) -> None:
-        if not _flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB):
-            if DeviceLock._held == 0:
-                while not _flock(self._fd, fcntl.LOCK_EX):
-                    pass  # EINTR: Python's signal handlers ran between the calls
-            else:
-                while not _flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB):
-                    gil_sleep(_POLL_S)
-        self._count(1)
-
-    @classmethod
-    def _count(cls, delta: int) -> None:
-        with cls._held_lock:
-            cls._held += delta
+    def run(self, seconds: float) -> Tuple[float, float]:
+        """One device call of ``seconds``: wait (GIL held) for the device and for the call; returns its slot."""
+        start, end = self.reserve(seconds)
+        gil_sleep_until(end)
+        return start, end
 
 
 _DEVICES: Dict[Tuple[int, str], DeviceLock] = {}
@@ -295,7 +293,7 @@ class SimulatedSession(InferSession):
         )
         self.store = ReplayStore(Path(sim.store or default_store()) / model_key(self.onnx_path))
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
-        self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # perf_counter (start, end)
+        self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # monotonic() (start, end)
         self._own = SimStats()
 
     def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
@@ -309,10 +307,7 @@ class SimulatedSession(InferSession):
             self.store.put(digest, outputs)
         t2 = time.perf_counter()
         device_ms = self.cost.device_ms(sum(int(a.size) for a in feed.values()))
-        with self.device.hold():
-            start = time.perf_counter()
-            gil_sleep(device_ms / 1000.0)
-            end = time.perf_counter()
+        start, end = self.device.run(device_ms / 1000.0)
         self.device_intervals.append((start, end))
         deltas = {
             "calls": 1,
