@@ -14,7 +14,12 @@ to import without patching, then call :func:`install` yourself. Without PaddleX 
 runtime and OM layers need no PaddleX); :func:`install` then says what to install.
 
 Layers (each imports only those before it): ``errors``/``config``/``log`` → ``om`` → ``run`` → ``paddlex``
-→ ``tools`` → ``cli``; ``testing`` holds fixtures.
+→ ``executor`` → ``tools`` → ``cli``; ``testing`` holds fixtures.
+
+Many inputs, K worker processes per device, results in input order::
+
+    for item in paddlex_npu.parallel(config, paths, devices=[0], workers_per_device=2):
+        print(item.index, item.results if item.ok else item.error)
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from .errors import (
     UnsupportedPaddlexError,
     http_status,
 )
+from .executor import ItemResult, ParallelExecutor, parallel
 from .paddlex.autoinstall import install_when_paddlex_loads
 from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
@@ -40,6 +46,8 @@ from .version import __version__
 __all__ = [
     "ConfigError",
     "DeviceCallError",
+    "ItemResult",
+    "ParallelExecutor",
     "InputMismatchError",
     "ModelFileError",
     "NpuDeviceUnavailableError",
@@ -50,6 +58,7 @@ __all__ = [
     "http_status",
     "install",
     "is_installed",
+    "parallel",
     "uninstall",
 ]
 

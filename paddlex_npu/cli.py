@@ -10,6 +10,7 @@ paddlex-npu doctor            what this machine lacks for the NPU route, and the
 paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
 paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
+paddlex-npu benchmark         throughput: the in-process pipeline vs the executor with K workers (simulated NPU)
 """
 
 from __future__ import annotations
@@ -225,6 +226,98 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark_inputs(args: argparse.Namespace):
+    """(pipeline config, input paths): the given ones, else the bundled OCR pipeline on rendered pages."""
+    import tempfile
+
+    from .testing import assets, env
+
+    env.prepare(default_runtime=False)
+    config = str(args.pipeline) if args.pipeline else assets.ocr_pipeline_config(assets.build_model_folders() / "om")
+    if args.inputs:
+        paths = sorted(str(p) for p in Path(args.inputs).iterdir() if p.is_file())
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
+        paths = [str(p) for p in assets.render_pages(folder, args.pages)]
+    return config, paths
+
+
+def _bar_chart(report) -> str:
+    best = max(r.images_per_s for r in report.routes)
+    rows = [
+        f"{r.route:<24} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
+    ]
+    return "\n".join(rows)
+
+
+def _plot(report, out: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return f"no chart written to {out}: matplotlib is not installed (pip install matplotlib)"
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.barh([r.route for r in report.routes], [r.images_per_s for r in report.routes])
+    ax.axvline(report.bound(), linestyle="--", color="grey", label="bound")
+    ax.set_xlabel("images/s")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out)
+    return f"chart written to {out}"
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    import json
+
+    from .tools.benchmark import run_benchmark
+
+    config, paths = _benchmark_inputs(args)
+    workers = [int(k) for k in args.workers.split(",")]
+    print(f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, workers {workers}")
+    import tempfile
+
+    # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
+    env = {} if os.environ.get("PADDLEX_NPU_SIM_LOCKS") else {"PADDLEX_NPU_SIM_LOCKS": tempfile.mkdtemp()}
+    report = run_benchmark(config, paths, workers=workers, repeat=args.repeat, runtime=args.runtime, env=env)
+    print(f"machine: {report.cores} cores, {report.cpu}")
+    print(
+        f"{'route':<24}{'img/s':>8}{'x serial':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'CPU ms':>8}"
+        f"{'dev ms':>8}{'sim ms':>8}{'unseen':>7}{'errors':>7}"
+    )
+    for r in report.routes:
+        print(
+            f"{r.route:<24}{r.images_per_s:>8.2f}{r.images_per_s / report.serial.images_per_s:>9.2f}{r.p50_ms:>8.1f}"
+            f"{r.p95_ms:>8.1f}{r.p99_ms:>8.1f}{r.cpu_ms:>8.1f}{r.device_ms:>8.2f}{r.sim_overhead_ms:>8.2f}"
+            f"{r.computed:>7}{r.errors:>7}"
+        )
+    bound = report.bound()
+    best = max(report.routes[1:], key=lambda r: r.images_per_s, default=report.serial)
+    print(
+        f"bound min(1/device, cores/CPU) per image: {bound:.2f} img/s; best executor: {best.images_per_s:.2f} img/s "
+        f"= {100 * best.images_per_s / bound:.0f}% of it, {best.images_per_s / report.serial.images_per_s:.2f}x serial"
+    )
+    print(_bar_chart(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.as_dict(), indent=2))
+        print(f"figures written to {args.json}")
+    if args.plot:
+        print(_plot(report, Path(args.plot)))
+    return 0
+
+
+def _benchmark_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pipeline", type=Path, help="pipeline YAML (default: the bundled PP-OCRv4 OCR pipeline)")
+    p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
+    p.add_argument("--pages", type=int, default=8, help="rendered pages when --inputs is not given (default 8)")
+    p.add_argument("--repeat", type=int, default=3, help="timed passes over the inputs per route (default 3)")
+    p.add_argument("--workers", default="1,2,3", help="worker counts for the executor (default 1,2,3)")
+    p.add_argument("--runtime", default="simulated", choices=("simulated", "reference", "ais_bench"))
+    p.add_argument("--json", help="write the figures to this JSON file")
+    p.add_argument("--plot", help="write a bar chart PNG here (needs matplotlib)")
+
+
 @dataclass(frozen=True)
 class Command:
     name: str
@@ -272,6 +365,9 @@ COMMANDS = (
     Command("info", "show versions and runtimes", _cmd_info),
     Command(
         "selftest", "hardware acceptance: the route on the NPU vs the reference runtime", _cmd_selftest, _selftest_args
+    ),
+    Command(
+        "benchmark", "throughput: in-process pipeline vs the executor (K workers)", _cmd_benchmark, _benchmark_args
     ),
 )
 

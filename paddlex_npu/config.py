@@ -11,14 +11,27 @@ from .errors import ConfigError
 MAX_CUSTOM_SIZE = 16 * 1024**3
 
 
+class SimulationConfig(BaseModel):
+    """Options of the simulated device (runtime ``simulated``); unset values take the defaults of
+    :mod:`paddlex_npu.run.simulated` (cost model from the published 310P3 figures, by task)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_ms: Optional[float] = Field(None, ge=0, description="device time of every call, ms")
+    ms_per_melem: Optional[float] = Field(None, ge=0, description="device time per million input elements, ms")
+    store: Optional[str] = Field(None, description="replay store folder (default $PADDLEX_NPU_SIM_STORE)")
+    lock_dir: Optional[str] = Field(None, description="per-device lock files (default $PADDLEX_NPU_SIM_LOCKS)")
+
+
 class OMBackendConfig(BaseModel):
     """Validated OM backend options. Unknown keys are rejected with the list of valid ones."""
 
     model_config = ConfigDict(extra="forbid")
 
-    runtime: Optional[Literal["ais_bench", "reference"]] = Field(
+    runtime: Optional[Literal["ais_bench", "reference", "simulated"]] = Field(
         None, description="session runtime; default: $PADDLEX_NPU_RUNTIME, else ais_bench"
     )
+    simulation: Optional[SimulationConfig] = Field(None, description="the simulated device's cost model and files")
     custom_sizes: Optional[Union[StrictInt, List[StrictInt]]] = Field(
         None, description="bytes reserved per output, in (0, 16 GiB]; default: computed per call from the input shapes"
     )

@@ -84,3 +84,8 @@ def http_status(exc: BaseException) -> Tuple[int, str]:
     text = str(exc).strip() or type(exc).__name__
     label = {"input": "bad input", "config": "configuration error", "device": "device unavailable"}
     return HTTP_STATUS[category], f"{label.get(category, 'error')}: {text}"
+
+
+class ExecutorError(PaddlexNpuError, RuntimeError):
+    """The parallel executor cannot go on: its workers did not start, or all of them died and none could be
+    restarted."""

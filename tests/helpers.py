@@ -93,3 +93,26 @@ def om_package(asset_root: Path, model: str, dest: Path, manifest: dict) -> Path
     shutil.copytree(asset_root / "om" / model, folder, dirs_exist_ok=True)
     parse(manifest, model).save(folder / MANIFEST_NAME)
     return folder
+
+
+def page_lines(k: int) -> List[str]:
+    """The text of rendered page ``k`` (several lines; different on every page)."""
+    return [
+        f"Invoice number {20481 + 7 * k} issued",
+        f"Total amount due {1234 + 31 * k}.56",
+        "Please pay within thirty days",
+        f"Order {k} shipped to warehouse {k % 5}",
+        "Thank you for your business",
+    ]
+
+
+def crash_on_poison(result: Any) -> Any:
+    """An executor transform that kills its worker on an input whose path contains ``poison`` (a crash test)."""
+    import os
+
+    from paddlex_npu.paddlex.pipelines import plain_result
+
+    data = plain_result(result)
+    if "poison" in str(data.get("input_path", "")):
+        os._exit(3)
+    return data

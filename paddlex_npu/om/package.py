@@ -12,6 +12,8 @@ from .manifest import MANIFEST_NAME
 from .paths import check_model_path
 
 MODEL_FILE_PREFIX = "inference"
+# Runtimes that run the ONNX the OM was built from (the CPU reference, and the simulated device over it).
+ONNX_RUNTIMES = ("reference", "simulated")
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def resolve_om_package(model_dir: Union[str, Path, None], runtime: str) -> OMPac
     )
     om_path = folder / f"{MODEL_FILE_PREFIX}.om"
     onnx_path = folder / f"{MODEL_FILE_PREFIX}.onnx"
-    if runtime == "reference":
+    if runtime in ONNX_RUNTIMES:
         _check_readable(
             onnx_path,
             folder,

@@ -289,7 +289,16 @@ def build_om_runner(
         given.check_soc()
         check_task_rules(given, policy_for(task), name)
     _warn_on_checksum(package, given)
-    opened = open_session(runtime, package, device_id, given, acl_json_path=config.acl_json_path, debug=config.debug)
+    opened = open_session(
+        runtime,
+        package,
+        device_id,
+        given,
+        acl_json_path=config.acl_json_path,
+        debug=config.debug,
+        simulation=config.simulation,
+        task=task,
+    )
     manifest = given or _manifest_from_descriptors(opened)
     runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)
     _check_warmup_shapes(config, runner)

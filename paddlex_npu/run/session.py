@@ -3,7 +3,9 @@
 Two runtimes satisfy one :class:`Session` protocol (the part of ais_bench's ``InferSession`` the runner uses):
 
 - ``ais_bench``: Ascend's ``ais_bench.infer.interface.InferSession`` on a real NPU (:mod:`.ais`);
-- ``reference``: the CPU reference runtime, the same contract over ONNX Runtime (:mod:`.reference`).
+- ``reference``: the CPU reference runtime, the same contract over ONNX Runtime (:mod:`.reference`);
+- ``simulated``: the reference runtime's outputs replayed on a simulated device that holds the GIL for a
+  modelled device time and is shared across processes (:mod:`.simulated`), for throughput work on a CPU.
 
 The runtime is chosen by ``backend_config["runtime"]``, else the ``PADDLEX_NPU_RUNTIME`` environment
 variable, else ``ais_bench``. There is no silent fallback from one to the other.
@@ -18,12 +20,13 @@ from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequ
 
 import numpy as np
 
+from ..config import SimulationConfig
 from ..errors import ConfigError
 from ..om.manifest import OMManifest
 from ..om.package import OMPackage
 
 RUNTIME_ENV = "PADDLEX_NPU_RUNTIME"
-RUNTIMES = ("ais_bench", "reference")
+RUNTIMES = ("ais_bench", "reference", "simulated")
 DEFAULT_RUNTIME = "ais_bench"
 
 
@@ -85,9 +88,26 @@ def open_session(
     *,
     acl_json_path: Optional[str] = None,
     debug: bool = False,
+    simulation: Optional[SimulationConfig] = None,
+    task: Optional[str] = None,
 ) -> OpenedSession:
     """Open ``package`` on ``runtime``. ``manifest`` (resolved once by the runner) tells the reference runtime
-    how the OM was built; the device reads that from the OM itself."""
+    how the OM was built; the device reads that from the OM itself. ``simulation`` and ``task`` (the PaddleX
+    predictor class, which picks the default cost model) are for the simulated device."""
+    if runtime == "simulated":
+        from .simulated import SimulatedSession
+
+        session = SimulatedSession(
+            device_id,
+            str(package.om_path),
+            acl_json_path,
+            debug,
+            onnx_path=str(package.onnx_path) if package.onnx_path else None,
+            manifest=manifest,
+            simulation=simulation,
+            task=task,
+        )
+        return OpenedSession(runtime, session, contextlib.nullcontext)
     if runtime == "reference":
         from .reference import InferSession
 

@@ -319,3 +319,20 @@ def render_text_image(
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
     return path
+
+
+_WORDS = (
+    "invoice total amount due order shipped warehouse payment within thirty days thank you for your business".split()
+)
+
+
+def render_pages(folder: Path, count: int, lines: int = 12) -> List[Path]:
+    """``count`` rendered multi-line text pages (different text on each) in ``folder``, for benchmarks."""
+    pages = []
+    for k in range(count):
+        text = [
+            f"{_WORDS[(k + i) % len(_WORDS)].title()} {_WORDS[(3 * k + 2 * i) % len(_WORDS)]} {1000 + 37 * k + i}"
+            for i in range(lines)
+        ]
+        pages.append(render_text_image(text, Path(folder) / f"page{k:03d}.png", size=28, width=900))
+    return pages

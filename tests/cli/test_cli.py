@@ -72,3 +72,26 @@ def test_selftest_without_an_npu_says_what_it_cannot_check_and_fails(tmp_path, a
     statuses = {c["name"]: c["status"] for c in report["checks"]}
     assert statuses["ais_bench"] == "fail" and statuses["package PP-OCRv4_mobile_rec"] == "fail"  # no inference.om
     assert all(s != "pass" for n, s in statuses.items() if n.startswith(("route", "manifest")))
+
+
+def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
+    """Runs end to end and writes its figures (no speed assertion: figures are printed, not tested)."""
+    import json
+
+    out = _cli(
+        "benchmark",
+        "--pages",
+        "2",
+        "--repeat",
+        "1",
+        "--workers",
+        "1",
+        "--json",
+        str(tmp_path / "b.json"),
+        env={**os.environ, "PADDLEX_NPU_SIM_STORE": str(tmp_path / "store")},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "b.json").read_text())
+    assert [r["route"] for r in figures["routes"]] == ["serial (in-process)", "executor, 1 worker(s)"]
+    assert all(r["errors"] == 0 and r["computed"] == 0 and r["images"] == 2 for r in figures["routes"])
+    assert "img/s" in out.stdout and "bound" in out.stdout

@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
-ORDER = ["base", "om", "run", "paddlex", "tools", "testing", "cli"]
+ORDER = ["base", "om", "run", "paddlex", "executor", "tools", "testing", "cli"]
 BASE = {"errors", "config", "log", "version"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
@@ -21,6 +21,7 @@ FORBIDDEN = {
     "base": {"paddlex", "paddle", "paddleocr"},
     "om": {"paddlex", "paddle", "onnxruntime", "paddleocr"},
     "run": {"paddlex", "paddle", "paddleocr"},
+    "executor": {"paddlex", "paddle", "paddleocr"},
     "tools": {"paddlex", "paddleocr"},
     "testing": {"paddlex", "paddleocr"},
 }
@@ -94,8 +95,9 @@ importlib.util.find_spec = (lambda f: lambda n, *a: None if n.split('.')[0] in (
     importlib.util.find_spec)
 import paddlex_npu
 from paddlex_npu.om import atc, manifest, package
-from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session
+from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session, simulated
 from paddlex_npu.tools import planner
+from paddlex_npu import executor
 assert not paddlex_npu.is_installed()
 assert 'paddlex' not in sys.modules and 'paddle' not in sys.modules
 print('ok')

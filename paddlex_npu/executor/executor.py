@@ -1,0 +1,355 @@
+"""The pipelined executor: a PaddleX pipeline over many inputs with K worker processes per device.
+
+The ais_bench bindings hold the GIL for the whole device call, so within one process nothing overlaps the NPU;
+processes do. Each worker (:mod:`.worker`, started with ``spawn``) owns a pipeline and its sessions on one
+device; device time of the workers of one device is serialised by the device (and by the simulated device).
+
+- inputs are read lazily and dispatched as workers free up (each worker holds at most ``prefetch`` inputs: the
+  one it runs and the next, so it never waits for the parent);
+- results are yielded in input order; at most ``max_pending`` inputs are between dispatch and yield, so memory
+  does not grow with the input count;
+- an input whose pipeline call raises comes back as an :class:`ItemResult` with ``error`` set; the rest go on;
+- a worker that dies (crash, killed) is replaced; the inputs it held are retried once on another worker, then
+  reported as errors, never dropped;
+- Ctrl-C (``KeyboardInterrupt`` in the parent) stops every worker and re-raises; workers ignore SIGINT.
+"""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing as mp
+import os
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+from ..errors import ExecutorError
+from ..log import logger
+from .worker import WorkerSpec, worker_main
+
+
+@dataclass
+class ItemError:
+    """Why one input failed: the exception's type and text in the worker, and its traceback."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class ItemResult:
+    """One input's outcome, in input order: ``results`` (one per result PaddleX yields for the input, after the
+    transform) or ``error``; which worker ran it, and its timings (wall, CPU, simulated device)."""
+
+    index: int
+    input: Any
+    results: Optional[List[Any]] = None
+    error: Optional[ItemError] = None
+    worker: int = 0
+    device_id: int = 0
+    attempts: int = 1
+    timing: Dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class _Task:
+    epoch: int
+    index: int
+    item: Any
+    attempts: int = 1
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    device_id: int
+    ready: bool = False
+    pid: int = 0
+    inflight: Deque[_Task] = field(default_factory=collections.deque)
+
+
+class ParallelExecutor:
+    """K worker processes per device, each with its own pipeline; :meth:`map` runs inputs through them.
+
+    ``pipeline``: a PaddleX pipeline name, YAML path or config dict. ``create_kwargs``: ``create_pipeline``
+    arguments (default: the hpi ``om`` backend); each worker gets ``device="npu:<id>"`` and that ``device_id``.
+    ``runtime``: ``PADDLEX_NPU_RUNTIME`` for the workers (``ais_bench``, ``reference``, ``simulated``).
+    ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
+    ``result.json["res"]``). Workers start in the constructor; it returns when all are ready.
+    """
+
+    def __init__(
+        self,
+        pipeline: Union[str, Dict[str, Any]],
+        *,
+        devices: Sequence[int] = (0,),
+        workers_per_device: int = 1,
+        create_kwargs: Optional[Dict[str, Any]] = None,
+        predict_kwargs: Optional[Dict[str, Any]] = None,
+        transform: Optional[Callable[[Any], Any]] = None,
+        runtime: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        prefetch: int = 2,
+        max_pending: Optional[int] = None,
+        retries: int = 1,
+        start_timeout: float = 900.0,
+    ) -> None:
+        if workers_per_device < 1 or not devices:
+            raise ValueError("need at least one device and one worker per device")
+        worker_env = dict(env or {})
+        if runtime:
+            worker_env["PADDLEX_NPU_RUNTIME"] = runtime
+        self._specs = {
+            d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env)
+            for d in devices
+        }
+        self.size = len(devices) * workers_per_device
+        self.prefetch = max(1, prefetch)
+        self.max_pending = max_pending or 4 * self.size
+        self.retries = retries
+        self.restarts_left = 2 * self.size
+        self._ctx = mp.get_context("spawn")
+        self._workers: List[_Worker] = []
+        self._epoch = 0
+        self._closed = False
+        try:
+            for d in devices:
+                for _ in range(workers_per_device):
+                    self._workers.append(self._spawn(d))
+            self._wait_ready(start_timeout)
+        except BaseException:
+            self.close(force=True)
+            raise
+
+    # ---- workers ---------------------------------------------------------------------------------------
+    @property
+    def worker_pids(self) -> List[int]:
+        return [w.pid for w in self._workers if w.ready]
+
+    def _spawn(self, device_id: int) -> _Worker:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(
+            target=worker_main, args=(child, self._specs[device_id]), daemon=True, name=f"paddlex-npu:{device_id}"
+        )
+        process.start()
+        child.close()
+        return _Worker(process, parent, device_id)
+
+    def _wait_ready(self, timeout: float) -> None:
+        starting = [w for w in self._workers if not w.ready]
+        while starting:
+            if not wait([w.conn for w in starting], timeout=timeout):
+                raise ExecutorError(f"{len(starting)} worker(s) did not load the pipeline within {timeout:.0f} s")
+            for w in list(starting):
+                if w.conn.poll():
+                    self._on_start_message(w)
+                    starting.remove(w)
+
+    def _on_start_message(self, w: _Worker) -> None:
+        try:
+            msg = w.conn.recv()
+        except (EOFError, OSError):
+            msg = ("fatal", f"the worker exited with code {w.process.exitcode} while loading")
+        if msg[0] == "fatal":
+            raise ExecutorError(f"a worker on npu:{w.device_id} could not create the pipeline:\n{msg[1]}")
+        w.ready, w.pid = True, msg[1]
+
+    def _replace(self, dead: _Worker) -> None:
+        self._workers.remove(dead)
+        dead.conn.close()
+        dead.process.join(timeout=5)
+        if self.restarts_left > 0:
+            self.restarts_left -= 1
+            self._workers.append(self._spawn(dead.device_id))
+            logger.warning(
+                "executor: worker %d on npu:%d exited (code %s); a new worker is starting",
+                dead.pid,
+                dead.device_id,
+                dead.process.exitcode,
+            )
+
+    # ---- running -----------------------------------------------------------------------------------------
+    def map(self, inputs: Iterable[Any]) -> Iterator[ItemResult]:
+        """Run every input; yield one :class:`ItemResult` per input, in input order."""
+        if self._closed:
+            raise ExecutorError("the executor is closed")
+        self._epoch += 1
+        run = _Run(self, self._epoch, iter(inputs))
+        try:
+            yield from run.results()  # if the caller stops early, results still in flight are dropped by epoch
+        except BaseException as exc:  # Ctrl-C, or an error of the input iterable: stop the workers
+            if isinstance(exc, GeneratorExit):
+                raise
+            self.close(force=True)
+            raise
+
+    def close(self, force: bool = False, timeout: float = 30.0) -> None:
+        """Stop the workers: each finishes its input and exits (``force``: terminated at once)."""
+        self._closed = True
+        workers, self._workers = self._workers, []
+        for w in workers:
+            if not force:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+        for w in workers:
+            if not force:
+                w.process.join(timeout)
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(5)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            w.conn.close()
+
+    def __enter__(self) -> ParallelExecutor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close(force=exc[0] is not None)
+
+
+class _Run:
+    """The state of one :meth:`ParallelExecutor.map` call."""
+
+    def __init__(self, ex: ParallelExecutor, epoch: int, inputs: Iterator[Any]) -> None:
+        self.ex, self.epoch, self.inputs = ex, epoch, inputs
+        self.next_in = self.next_out = 0
+        self.exhausted = False
+        self.retry: Deque[_Task] = collections.deque()
+        self.done: Dict[int, ItemResult] = {}
+        self.items: Dict[int, Any] = {}
+
+    def results(self) -> Iterator[ItemResult]:
+        while True:
+            self._dispatch()
+            while self.next_out in self.done:
+                self.items.pop(self.next_out, None)
+                yield self.done.pop(self.next_out)
+                self.next_out += 1
+            if self.exhausted and self.next_out == self.next_in:
+                return
+            self._receive()
+
+    def _next_task(self) -> Optional[_Task]:
+        if self.retry:
+            return self.retry.popleft()
+        if self.exhausted or self.next_in - self.next_out >= self.ex.max_pending:
+            return None
+        try:
+            item = next(self.inputs)
+        except StopIteration:
+            self.exhausted = True
+            return None
+        task = _Task(self.epoch, self.next_in, item)
+        self.items[task.index] = item
+        self.next_in += 1
+        return task
+
+    def _free_worker(self) -> Optional[_Worker]:
+        """The least busy ready worker that can take one more input."""
+        ready = [w for w in self.ex._workers if w.ready and len(w.inflight) < self.ex.prefetch]
+        return min(ready, key=lambda w: len(w.inflight)) if ready else None
+
+    def _dispatch(self) -> None:
+        """Send inputs while a worker has room. A busy worker takes a second input only if it is small (a path
+        or URL), so that a send never blocks on the pipe of a worker that is still running."""
+        while True:
+            if not self.ex._workers:
+                raise ExecutorError(
+                    f"every worker died and the restart budget is spent; inputs {self.next_out}..{self.next_in - 1} "
+                    "were not completed (see the errors above)"
+                )
+            worker = self._free_worker()
+            task = self._next_task() if worker is not None else None
+            if task is None:
+                return
+            if worker.inflight and not isinstance(task.item, (str, os.PathLike)):
+                idle = [w for w in self.ex._workers if w.ready and not w.inflight]
+                if not idle:
+                    self.retry.appendleft(task)
+                    return
+                worker = idle[0]
+            worker.inflight.append(task)
+            worker.conn.send(("task", task.epoch, task.index, task.item))
+
+    def _receive(self) -> None:
+        """Wait for a worker's message or death and handle it (a dead worker's last messages first)."""
+        by_handle: Dict[Any, Tuple[_Worker, bool]] = {}
+        for w in self.ex._workers:
+            by_handle[w.conn] = (w, False)
+            by_handle[w.process.sentinel] = (w, True)
+        for handle in wait(list(by_handle)):
+            w, is_sentinel = by_handle[handle]
+            if w not in self.ex._workers:
+                continue
+            if not is_sentinel:
+                if not self._message(w):
+                    self._crashed(w)
+                continue
+            while w in self.ex._workers and w.conn.poll() and self._message(w):
+                pass
+            if w in self.ex._workers:
+                self._crashed(w)
+
+    def _message(self, w: _Worker) -> bool:
+        """Handle one message from ``w``; False if its pipe is closed (it died)."""
+        try:
+            msg = w.conn.recv()
+        except (EOFError, OSError):
+            return False
+        if msg[0] in ("ready", "fatal"):
+            if msg[0] == "fatal":
+                logger.error("executor: a replacement worker on npu:%d failed to load:\n%s", w.device_id, msg[1])
+                self.ex._workers.remove(w)
+                w.process.join(timeout=5)
+                return True
+            w.ready, w.pid = True, msg[1]
+            return True
+        _, epoch, index, ok, payload, timing = msg
+        task = w.inflight.popleft()
+        if epoch == self.epoch:
+            result = ItemResult(index, self.items.get(index), worker=w.pid, device_id=w.device_id)
+            result.attempts, result.timing = task.attempts, timing
+            if ok:
+                result.results = payload
+            else:
+                result.error = ItemError(*payload)
+            self.done[index] = result
+        return True
+
+    def _crashed(self, w: _Worker) -> None:
+        """``w`` died: the input it was running is retried once, or reported; the inputs queued behind it (never
+        started) go back to the queue as they were. A replacement worker starts."""
+        held = [t for t in w.inflight if t.epoch == self.epoch]
+        w.process.join(timeout=5)
+        code = w.process.exitcode
+        if held and held[0].attempts > self.ex.retries:
+            task = held.pop(0)
+            error = ItemError(
+                "WorkerCrashed",
+                f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {code} while running this input, "
+                f"{task.attempts} time(s)",
+            )
+            self.done[task.index] = ItemResult(
+                task.index, task.item, error=error, worker=w.pid, device_id=w.device_id, attempts=task.attempts
+            )
+        elif held:
+            held[0].attempts += 1
+        self.retry.extendleft(reversed(held))
+        self.ex._replace(w)
+
+
+def parallel(pipeline: Union[str, Dict[str, Any]], inputs: Iterable[Any], **options: Any) -> Iterator[ItemResult]:
+    """Run ``pipeline`` over ``inputs`` with worker processes (see :class:`ParallelExecutor` for ``options``);
+    yields one :class:`ItemResult` per input, in input order, then stops the workers."""
+    with ParallelExecutor(pipeline, **options) as ex:
+        yield from ex.map(inputs)
