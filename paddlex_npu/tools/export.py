@@ -66,8 +66,8 @@ def export_onnx(model_dir: Path, dst: Path) -> Path:
     pdmodel, params = model_dir / "inference.pdmodel", model_dir / "inference.pdiparams"
     if not pdmodel.is_file() or not params.is_file():
         raise ModelFileError(
-            f"{model_dir} has no model to convert: it needs inference.onnx, or inference.pdmodel + "
-            "inference.pdiparams (a PaddleX static model folder)"
+            f"{model_dir} has no model to convert: it needs inference.onnx, inference.pdmodel + inference.pdiparams "
+            "(legacy Paddle) or inference.json + inference.pdiparams (PIR), as a PaddleX static model folder has"
         )
     export = _load_p2o_export()
     data = export(str(pdmodel), str(params), 11, True, False, True, True, True, {}, "onnxruntime", "", "", False)
