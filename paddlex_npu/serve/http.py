@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import threading
 import time
@@ -79,7 +80,9 @@ class _Guard:
                 return await _answer(send, 415, f"Content-Type must be application/json, got {shown}")
             length = headers.get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body:
-                return await _answer(send, 413, f"request body of {int(length)} bytes is over {self.max_body}")
+                while (await receive()).get("more_body"):  # read it off (unkept), so plain clients see the answer
+                    pass
+                return await _answer(send, 413, f"request body of {int(length)} bytes is over {self.max_body}", True)
         received = 0
         started = False
 
@@ -88,7 +91,7 @@ class _Guard:
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.max_body:
-                raise _BodyTooLarge()
+                raise _BodyTooLargeError()
             return message
 
         async def tracked_send(message: Dict[str, Any]) -> None:
@@ -100,7 +103,7 @@ class _Guard:
             self.state.in_flight += 1
         try:
             await self.app(scope, counted_receive, tracked_send)
-        except _BodyTooLarge:
+        except _BodyTooLargeError:
             if not started:
                 await _answer(send, 413, f"request body is over {self.max_body} bytes", close=True)
         finally:
@@ -108,17 +111,37 @@ class _Guard:
                 self.state.in_flight -= 1
 
 
-class _BodyTooLarge(Exception):
+class _BodyTooLargeError(Exception):
     pass
+
+
+# The validated request of the call in progress (set around PaddleX's endpoint): whether to bring images back.
+_REQUEST: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_request", default=None)
+
+
+def _capture_requests(app: Any) -> None:
+    """Wrap each PaddleX endpoint so the request model it receives is visible to :class:`WorkerPipeline`."""
+    for route in app.router.routes:
+        dependant = getattr(route, "dependant", None)
+        call = getattr(dependant, "call", None)
+        if call is None or not asyncio.iscoroutinefunction(call):
+            continue
+
+        async def endpoint(*args: Any, __call: Callable = call, **values: Any) -> Any:
+            _REQUEST.set(values.get("request"))
+            return await __call(*args, **values)
+
+        dependant.call = endpoint
 
 
 class WorkerPipeline:
     """Stands in for PaddleX's ``PipelineWrapper`` (``ctx.pipeline``): ``infer`` runs ``pipeline.predict`` in a
     worker process and awaits it without holding a thread, so as many calls are in flight as there are workers."""
 
-    def __init__(self, workers: PipelineWorkers, replaced: Any) -> None:
+    def __init__(self, workers: PipelineWorkers, replaced: Any, visualize_default: bool) -> None:
         self._workers = workers
         self._replaced = replaced  # PaddleX's own wrapper (its thread is idle): closed with us
+        self._visualize_default = visualize_default
 
     @property
     def pipeline(self) -> Any:
@@ -127,7 +150,9 @@ class WorkerPipeline:
     async def infer(self, *args: Any, **kwargs: Any) -> list:
         from fastapi import HTTPException
 
-        results = await asyncio.wrap_future(self._workers.submit(*args, **kwargs))
+        visualize = getattr(_REQUEST.get(), "visualize", None)
+        images = self._visualize_default if visualize is None else bool(visualize)
+        results = await asyncio.wrap_future(self._workers.submit(*args, images=images, **kwargs))
         for item in results:
             if isinstance(item, dict) and item.keys() == {"error"}:
                 raise HTTPException(status_code=500, detail=item["error"])
@@ -169,17 +194,20 @@ def create_app(pipeline_config: Dict[str, Any], workers: PipelineWorkers, option
     @contextlib.asynccontextmanager
     async def lifespan(app: Any):
         async with paddlex_lifespan(app):
-            ctx.pipeline = WorkerPipeline(workers, ctx.pipeline)
+            ctx.pipeline = WorkerPipeline(workers, ctx.pipeline, ctx.config.visualize)
             yield
 
     app.router.lifespan_context = lifespan
+    _capture_requests(app)
 
     @app.exception_handler(PaddlexNpuError)
     async def _route_error(request: Any, exc: PaddlexNpuError) -> Any:
         from paddlex.inference.serving.infra.models import AIStudioNoResultResponse
 
         status = http_status(exc)
-        body = AIStudioNoResultResponse(logId=str(uuid.uuid4()), errorCode=status, errorMsg=f"{type(exc).__name__}: {exc}")
+        body = AIStudioNoResultResponse(
+            logId=str(uuid.uuid4()), errorCode=status, errorMsg=f"{type(exc).__name__}: {exc}"
+        )
         return JSONResponse(content=jsonable_encoder(body), status_code=status)
 
     state = _State()
@@ -214,7 +242,9 @@ def serve(
                     time.sleep(0.05)
                 super().handle_exit(sig, frame)
 
-        config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(
+            app, host=options.host, port=options.port, log_level="info", timeout_graceful_shutdown=5
+        )
         server = DrainingServer(config)
         if on_ready:
             on_ready(f"http://{options.host}:{options.port}")

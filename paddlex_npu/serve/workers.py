@@ -25,9 +25,29 @@ def _init(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> Non
     _pipeline = create_pipeline(config, device_id, runtime)
 
 
-def _predict(args: tuple, kwargs: Dict[str, Any]) -> List[Any]:
-    # PaddleX's results (dicts with arrays) pickle back whole, so the server renders `.json` / `.img` as usual.
-    return list(_pipeline.predict(*args, **kwargs))
+class Result:
+    """What comes back from a worker for one PaddleX result (those do not pickle): its ``json`` and, when asked
+    for, its ``img`` (the visualisations, PIL images), as PaddleX's serving apps read them."""
+
+    def __init__(self, json: Dict[str, Any], img: Optional[Dict[str, Any]]) -> None:
+        self.json = json
+        self._img = img
+
+    @property
+    def img(self) -> Dict[str, Any]:
+        if self._img is None:
+            raise AttributeError("the visualisation was not asked for (visualize)")
+        return self._img
+
+
+def _predict(args: tuple, kwargs: Dict[str, Any], images: bool) -> List[Any]:
+    out = []
+    for item in _pipeline.predict(*args, **kwargs):
+        if isinstance(item, dict) and item.keys() == {"error"}:
+            out.append(dict(item))
+        else:
+            out.append(Result(item.json, dict(item.img) if images else None))
+    return out
 
 
 def _ready(hold: float) -> int:
@@ -52,8 +72,7 @@ class PipelineWorkers:
         self.devices = list(devices)
         self.workers = workers
         self._pools = [
-            ProcessPoolExecutor(workers, ctx, initializer=_init, initargs=(config, d, runtime))
-            for d in self.devices
+            ProcessPoolExecutor(workers, ctx, initializer=_init, initargs=(config, d, runtime)) for d in self.devices
         ]
         self._in_flight = [0] * len(self._pools)
         self._lock = threading.Lock()
@@ -65,12 +84,13 @@ class PipelineWorkers:
             while len(pids) < self.workers:
                 pids.update(f.result() for f in [pool.submit(_ready, 0.2) for _ in range(self.workers)])
 
-    def submit(self, *args: Any, **kwargs: Any) -> Future:
-        """``pipeline.predict(*args, **kwargs)`` in a worker; the future holds the list of results."""
+    def submit(self, *args: Any, images: bool = False, **kwargs: Any) -> Future:
+        """``pipeline.predict(*args, **kwargs)`` in a worker; the future holds a list of :class:`Result` (with the
+        visualisations when ``images``)."""
         with self._lock:
             i = min(range(len(self._pools)), key=self._in_flight.__getitem__)
             self._in_flight[i] += 1
-        fut = self._pools[i].submit(_predict, args, kwargs)
+        fut = self._pools[i].submit(_predict, args, kwargs, images)
 
         def done(_: Future, i: int = i) -> None:
             with self._lock:
