@@ -2,7 +2,7 @@
 
 Every error has a ``category`` a server maps to an HTTP status (:func:`http_status`):
 
-- ``input``: the request is wrong (an image or shape outside what the model takes) -> 400;
+- ``input``: the request is wrong (an image or shape outside what the model takes) -> 422, as PaddleX's app;
 - ``config``: the deployment is wrong (options, model files, PaddleX version) -> 500 with the message;
 - ``device``: the NPU or its runtime is unavailable or a device call failed -> 503 with the message;
 - ``runtime``: anything else paddlex-npu raises -> 500 with the message.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 CATEGORIES = ("input", "config", "device", "runtime")
-HTTP_STATUS: Dict[str, int] = {"input": 400, "config": 500, "device": 503, "runtime": 500}
+HTTP_STATUS: Dict[str, int] = {"input": 422, "config": 500, "device": 503, "runtime": 500}
 
 
 class PaddlexNpuError(Exception):
@@ -75,7 +75,7 @@ def http_status(exc: BaseException) -> Tuple[int, str]:
     """``(status, message)`` for a server's reply to a request that raised ``exc``.
 
     paddlex-npu errors (and any exception with a known ``category`` attribute) give their category's status
-    (input 400, config 500, device 503, runtime 500) and their own message, prefixed with the category. Other
+    (input 422, config 500, device 503, runtime 500) and their own message, prefixed with the category. Other
     exceptions are the server's own bugs: 500 with only their type named (their text may hold internals).
     """
     category = getattr(exc, "category", None)

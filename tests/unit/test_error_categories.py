@@ -17,8 +17,8 @@ from tests.onnx_models import two_input_model
 @pytest.mark.parametrize(
     "cls, category, status",
     [
-        (errors.InputMismatchError, "input", 400),
-        (InputShapeError, "input", 400),
+        (errors.InputMismatchError, "input", 422),
+        (InputShapeError, "input", 422),
         (errors.ConfigError, "config", 500),
         (errors.ModelFileError, "config", 500),
         (errors.UnsupportedPaddlexError, "config", 500),
@@ -54,4 +54,4 @@ def test_an_input_outside_the_oms_ranges_is_a_client_error(tmp_path):
     with pytest.raises(errors.PaddlexNpuError) as info:
         runner([np.zeros((1, 2), np.int32), np.zeros((1, 3, 128, 8), np.float32)])
     code, message = http_status(info.value)
-    assert code == 400 and "[1, 3, 128, 8]" in message and message.startswith("bad input: ")
+    assert code == 422 and "[1, 3, 128, 8]" in message and message.startswith("bad input: ")

@@ -1,0 +1,249 @@
+"""The Python-backend models of a repository written by ``paddlex-npu triton-repo``. Each model instance is its
+own process (Triton's Python backend stub), holding one pipeline or model on the NPU route on the device of its
+instance group (groups are named ``npu<ID>``).
+
+The wire format is PaddleX's high-stability serving (HPS): one ``input`` BYTES tensor holding the JSON request of
+PaddleX's basic serving, one ``output`` BYTES tensor holding its JSON answer (``logId``, ``errorCode``,
+``errorMsg``, ``result``); a request that fails answers its status in ``errorCode`` and the others of its batch
+are unaffected. With dynamic batching, Triton hands ``execute`` several requests at once: the OCR model runs the
+images of requests with the same options in one ``predict`` call, the recognition model runs all line images of
+the batch as one batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+
+from ..errors import PaddlexNpuError
+from .route import http_status, pruned
+
+INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
+
+
+def instance_device(instance_name: str) -> int:
+    """``npu1_0`` (instance 0 of group ``npu1``) -> 1; anything else -> 0."""
+    m = re.match(r"npu(\d+)_\d+$", instance_name or "")
+    return int(m.group(1)) if m else 0
+
+
+def _fail(status: int, message: str, log_id: Optional[str] = None) -> Dict[str, Any]:
+    return {"logId": log_id or str(uuid.uuid4()), "errorCode": status, "errorMsg": message}
+
+
+def _ok(result: Dict[str, Any], log_id: Optional[str]) -> Dict[str, Any]:
+    return {"logId": log_id or str(uuid.uuid4()), "errorCode": 0, "errorMsg": "Success", "result": result}
+
+
+def _route_failure(exc: Exception, log_id: Optional[str] = None) -> Dict[str, Any]:
+    if isinstance(exc, PaddlexNpuError):
+        return _fail(http_status(exc), f"{type(exc).__name__}: {exc}", log_id)
+    return _fail(500, "Internal server error", log_id)
+
+
+def _validation_failure(exc: Exception) -> Dict[str, Any]:
+    errors = [{"type": e["type"], "loc": ".".join(map(str, e["loc"])), "msg": e["msg"]} for e in exc.errors()]
+    return _fail(422, json.dumps(errors))
+
+
+class _Model:
+    """Shared Triton plumbing: read the config, pick the device, turn tensors into JSON bodies and back."""
+
+    def initialize(self, args: Dict[str, str]) -> None:
+        config = json.loads(args["model_config"])
+        self.params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
+        self.version_dir = Path(args["model_repository"]) / args["model_version"]
+        self.device_id = instance_device(args.get("model_instance_name", ""))
+        self.runtime = self.params.get("runtime") or None
+        self.load()
+
+    def load(self) -> None:
+        raise NotImplementedError
+
+    def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
+        raise NotImplementedError
+
+    def execute(self, requests: List[Any]) -> List[Any]:
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+
+        bodies = []
+        for request in requests:
+            tensor = pb_utils.get_input_tensor_by_name(request, INPUT_NAME)
+            values = tensor.as_numpy().reshape(-1) if tensor is not None else []
+            bodies.append(bytes(values[0]) if len(values) == 1 else b"")
+        responses = []
+        for ans in self.answer(bodies):
+            data = np.array([[json.dumps(ans, ensure_ascii=False).encode("utf-8")]], dtype=np.object_)
+            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(OUTPUT_NAME, data)]))
+        return responses
+
+    def finalize(self) -> None:
+        close = getattr(getattr(self, "predictor", None), "close", None)
+        if close:
+            close()
+
+
+class OCRModel(_Model):
+    """PaddleX's OCR pipeline; request and answer as ``POST /ocr`` of PaddleX's basic serving."""
+
+    def load(self) -> None:
+        from .route import create_pipeline, load_config
+
+        self.config = load_config(self.version_dir / "pipeline.yaml")
+        serving = self.config.get("Serving") or {}
+        self.visualize_default = bool(serving.get("visualize", True))
+        self.max_num_imgs = int((serving.get("extra") or {}).get("max_num_input_imgs", 10))
+        self.predictor = create_pipeline(self.config, self.device_id, self.runtime)
+
+    def _parse(self, body: bytes) -> Any:
+        """(request, images, data_info) or an error answer."""
+        import pydantic
+        from fastapi import HTTPException
+        from paddlex.inference.serving.basic_serving._pipeline_apps._common.ocr import get_file_type
+        from paddlex.inference.serving.infra import utils as serving_utils
+        from paddlex.inference.serving.schemas.ocr import InferRequest
+
+        if not body:
+            return _fail(422, f"empty request: the `{INPUT_NAME}` tensor must hold one JSON request")
+        try:
+            request = InferRequest.model_validate_json(body)
+        except pydantic.ValidationError as exc:
+            return _validation_failure(exc)
+        try:
+            file_type = get_file_type(request)
+        except HTTPException as exc:
+            return _fail(exc.status_code, str(exc.detail), request.logId)
+        try:
+            raw = serving_utils.get_raw_bytes(request.file)
+            images, data_info = serving_utils.file_to_images(raw, file_type, max_num_imgs=self.max_num_imgs)
+        except serving_utils.ImageTooLargeError as exc:
+            return _fail(422, str(exc), request.logId)
+        except Exception:
+            return _fail(422, "Invalid input file", request.logId)
+        return request, images, data_info
+
+    @staticmethod
+    def _options(request: Any) -> Tuple[Tuple[str, Any], ...]:
+        return (
+            ("use_doc_orientation_classify", request.useDocOrientationClassify),
+            ("use_doc_unwarping", request.useDocUnwarping),
+            ("use_textline_orientation", request.useTextlineOrientation),
+            ("text_det_limit_side_len", request.textDetLimitSideLen),
+            ("text_det_limit_type", request.textDetLimitType),
+            ("text_det_thresh", request.textDetThresh),
+            ("text_det_box_thresh", request.textDetBoxThresh),
+            ("text_det_unclip_ratio", request.textDetUnclipRatio),
+            ("text_rec_score_thresh", request.textRecScoreThresh),
+            ("return_word_box", request.returnWordBox),
+        )
+
+    def _result(self, request: Any, images: list, data_info: Any, preds: list) -> Dict[str, Any]:
+        from fastapi.encoders import jsonable_encoder
+        from paddlex.inference.serving.basic_serving._pipeline_apps._common.common import postprocess_images
+        from paddlex.inference.serving.schemas.ocr import InferResult
+
+        log_id = request.logId or str(uuid.uuid4())
+        visualize = request.visualize if request.visualize is not None else self.visualize_default
+        results = []
+        for i, (img, item) in enumerate(zip(images, preds)):
+            imgs: Dict[str, str] = {}
+            if visualize:
+                out = item.img
+                todo = {"input_img": img, "ocr_img": out["ocr_res_img"]}
+                if "preprocessed_img" in out:
+                    todo["doc_preprocessing_img"] = out["preprocessed_img"]
+                imgs = postprocess_images(todo, log_id, filename_template=f"{{key}}_{i}.jpg", max_img_size=(2000, 2000))
+            results.append(
+                {
+                    "prunedResult": pruned(item),
+                    "ocrImage": imgs.get("ocr_img"),
+                    "docPreprocessingImage": imgs.get("doc_preprocessing_img"),
+                    "inputImage": imgs.get("input_img"),
+                }
+            )
+        result = InferResult(ocrResults=results, dataInfo=data_info)
+        return _ok(jsonable_encoder(result, exclude_none=True), log_id)
+
+    def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
+        answers: List[Optional[Dict[str, Any]]] = [None] * len(bodies)
+        groups: Dict[Any, List[Tuple[int, Any, list, Any]]] = {}
+        for i, body in enumerate(bodies):
+            parsed = self._parse(body)
+            if isinstance(parsed, dict):
+                answers[i] = parsed
+            else:
+                request, images, info = parsed
+                groups.setdefault(self._options(request), []).append((i, request, images, info))
+        for options, members in groups.items():
+            images = [img for _, _, imgs, _ in members for img in imgs]
+            try:
+                preds = list(self.predictor.predict(images, **dict(options)))
+            except Exception as exc:
+                for i, request, _, _ in members:
+                    answers[i] = _route_failure(exc, request.logId)
+                continue
+            start = 0
+            for i, request, imgs, info in members:
+                answers[i] = self._result(request, imgs, info, preds[start : start + len(imgs)])
+                start += len(imgs)
+        return [a for a in answers if a is not None]
+
+
+class TextRecognitionModel(_Model):
+    """The text recognition model alone: request ``{"file": <base64 line image>, "logId"?}``, answer
+    ``result.prunedResult`` = ``{"rec_text", "rec_score"}``; a batch of requests is one ``predict`` batch."""
+
+    def load(self) -> None:
+        from .route import create_model
+
+        spec = yaml.safe_load((self.version_dir / "model.yaml").read_text(encoding="utf-8"))
+        self.predictor = create_model(
+            spec["model_dir"],
+            spec["model_name"],
+            self.device_id,
+            self.runtime,
+            batch_size=int(spec.get("batch_size", 1)),
+            hpi=spec.get("hpi_config"),
+        )
+
+    def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
+        from paddlex.inference.serving.infra import utils as serving_utils
+
+        answers: List[Optional[Dict[str, Any]]] = [None] * len(bodies)
+        todo: List[Tuple[int, Optional[str], Any]] = []
+        for i, body in enumerate(bodies):
+            try:
+                request = json.loads(body)
+            except ValueError:
+                answers[i] = _fail(422, f"the `{INPUT_NAME}` tensor must hold one JSON request")
+                continue
+            if not isinstance(request, dict) or not isinstance(request.get("file"), str):
+                answers[i] = _fail(422, 'the request needs "file": a base64 image')
+                continue
+            log_id = request.get("logId")
+            try:
+                image = serving_utils.image_bytes_to_array(base64.b64decode(request["file"], validate=True))
+            except serving_utils.ImageTooLargeError as exc:
+                answers[i] = _fail(422, str(exc), log_id)
+                continue
+            except Exception:
+                answers[i] = _fail(422, "Invalid input file", log_id)
+                continue
+            todo.append((i, log_id, image))
+        if todo:
+            try:
+                preds = list(self.predictor.predict([img for _, _, img in todo]))
+            except Exception as exc:
+                for i, log_id, _ in todo:
+                    answers[i] = _route_failure(exc, log_id)
+            else:
+                for (i, log_id, _), item in zip(todo, preds):
+                    answers[i] = _ok({"prunedResult": pruned(item)}, log_id)
+        return [a for a in answers if a is not None]

@@ -1,0 +1,70 @@
+"""Fixtures for the servers: free loopback ports, the OCR pipeline YAML over the real model folders, a real
+server process started before and stopped after."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+import pytest
+import yaml
+
+from paddlex_npu.testing import assets
+from tests.paddlex.conftest import npu_pipeline  # noqa: F401  (the in-process reference)
+
+pytest.importorskip("fastapi", reason="serving needs requirements/serving.txt (installed into .venv by setup.sh)")
+
+
+def free_ports(n: int) -> List[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, timeout: float, log: Path) -> Optional[str]:
+    """None when ready; else why not (the process exited, or the time ran out), with the log's tail."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return f"exited with {proc.returncode}: {log.read_text(errors='replace')[-3000:]}"
+        try:
+            if ready():
+                return None
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return f"not ready after {timeout:.0f} s: {log.read_text(errors='replace')[-3000:]}"
+
+
+def stop(proc: subprocess.Popen, timeout: float = 60) -> int:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+@pytest.fixture(scope="session")
+def pipeline_yaml(asset_root, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("serve") / "ocr.yaml"
+    config = assets.ocr_pipeline_config(asset_root / "om")
+    config["Serving"] = {"visualize": False}
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def server_env() -> dict:
+    env = dict(os.environ)
+    env["PADDLEX_NPU_RUNTIME"] = "reference"
+    return env

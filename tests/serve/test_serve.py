@@ -1,0 +1,159 @@
+"""``paddlex-npu serve`` as a user starts it (a real server on loopback, 2 worker processes), queried with a plain
+HTTP client: PaddleX's schema and answers equal to the in-process pipeline's; bad requests get a 4xx and the
+server keeps serving; at shutdown, requests in flight are answered and new ones get 503."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from paddlex_npu import errors
+from paddlex_npu.run.gears import InputShapeError
+from paddlex_npu.serve.route import http_status, parse_devices
+from tests.serve.conftest import free_ports, server_env, stop, wait_until
+
+
+def _post(url, body: bytes, ctype="application/json", timeout=120):
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _ocr(server, path, **extra):
+    body = {"file": base64.b64encode(path.read_bytes()).decode(), "fileType": 1, **extra}
+    return _post(server["url"] + "/ocr", json.dumps(body).encode())
+
+
+def _health(url) -> bool:
+    with urllib.request.urlopen(url + "/health", timeout=5) as r:
+        return r.status == 200
+
+
+@pytest.fixture(scope="module")
+def server(pipeline_yaml, tmp_path):
+    (port,) = free_ports(1)
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "serve", str(pipeline_yaml), "--port", str(port)]
+    cmd += ["--workers", "2", "--max-image-pixels", "4000000", "--max-body-mb", "8", "--shutdown-grace", "3"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
+    why = wait_until(lambda: _health(url), proc, 240, log)
+    assert why is None, why
+    try:
+        yield {"url": url, "proc": proc, "log": log}
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def tmp_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("serve")
+
+
+def test_health_and_workers(server):
+    status, body = _post(server["url"] + "/ocr", b"{}")
+    assert status == 422
+    with urllib.request.urlopen(server["url"] + "/health") as r:
+        assert json.loads(r.read())["errorCode"] == 0
+    kids = open(f"/proc/{server['proc'].pid}/task/{server['proc'].pid}/children").read().split()
+    assert len(kids) >= 2  # two pipeline workers (plus multiprocessing's resource tracker)
+
+
+def test_answers_equal_the_in_process_pipeline(server, npu_pipeline, images):
+    for key in ("english", "page", "chinese"):
+        status, ans = _ocr(server, images[key], logId=key)
+        assert status == 200 and ans["errorCode"] == 0 and ans["logId"] == key, ans
+        (theirs,) = list(npu_pipeline.predict(str(images[key])))
+        got = ans["result"]["ocrResults"][0]["prunedResult"]
+        assert got["rec_texts"] == list(theirs["rec_texts"])
+        np.testing.assert_allclose(got["rec_scores"], theirs["rec_scores"], atol=1e-5)
+        np.testing.assert_array_equal(got["rec_boxes"], np.asarray(theirs["rec_boxes"]))
+        assert "ocrImage" not in ans["result"]["ocrResults"][0]  # Serving.visualize: False
+
+
+def test_visualize_brings_the_images_back(server, images):
+    status, ans = _ocr(server, images["english"], visualize=True)
+    assert status == 200, ans
+    res = ans["result"]["ocrResults"][0]
+    assert base64.b64decode(res["ocrImage"])[:3] == b"\xff\xd8\xff"  # JPEG, as PaddleX answers
+
+
+def test_concurrent_requests_all_answered_once(server, images):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda i: _ocr(server, images["english"], logId=f"r{i}"), range(6)))
+    assert [a["logId"] for _, a in answers] == [f"r{i}" for i in range(6)]
+    assert all(s == 200 for s, _ in answers)
+
+
+def _huge_png() -> bytes:
+    import cv2
+
+    return cv2.imencode(".png", np.full((2100, 2100, 3), 255, np.uint8))[1].tobytes()
+
+
+@pytest.mark.parametrize(
+    "body, ctype, status, says",
+    [
+        (
+            json.dumps({"file": base64.b64encode(b"no image").decode(), "fileType": 1}),
+            "application/json",
+            422,
+            "Invalid input file",
+        ),
+        ("", "application/json", 422, "Field required"),
+        (json.dumps({"fileType": 1}), "application/json", 422, "body.file"),
+        ("{", "application/json", 422, "json_invalid"),
+        (json.dumps({"file": "x", "fileType": 1}), "text/plain", 415, "Content-Type must be application/json"),
+        ("HUGE", "application/json", 422, "exceeds maximum allowed 4000000"),
+        ("x" * (9 * 1024 * 1024), "application/json", 413, "over"),
+    ],
+    ids=["non-image", "empty-body", "missing-field", "not-json", "wrong-content-type", "huge-image", "huge-body"],
+)
+def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, images, body, ctype, status, says):
+    if body == "HUGE":
+        body = json.dumps({"file": base64.b64encode(_huge_png()).decode(), "fileType": 1})
+    got, ans = _post(server["url"] + "/ocr", body.encode(), ctype)
+    assert got == status and ans["errorCode"] == status and says in ans["errorMsg"], ans
+    assert _ocr(server, images["english"])[0] == 200
+
+
+def test_route_errors_map_to_status_codes():
+    assert http_status(InputShapeError("x")) == 422
+    assert http_status(errors.ConfigError("x")) == 500 and http_status(errors.DeviceCallError("x")) == 500
+    assert http_status(errors.RuntimeUnavailableError("x")) == 503 and http_status(ValueError()) == 500
+    assert parse_devices("npu:0,1") == [0, 1] and parse_devices("npu") == [0]
+    for bad in ("gpu:0", "npu:a", "npu:0,0"):
+        with pytest.raises(errors.ConfigError):
+            parse_devices(bad)
+
+
+def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images):
+    """Last: SIGTERM with a request in flight. It is answered; a request during the drain gets 503."""
+    first = {}
+    t = threading.Thread(target=lambda: first.update(answer=_ocr(server, images["page"])))
+    t.start()
+    time.sleep(0.3)  # the page takes about a second to read: it is in flight at the signal
+    server["proc"].send_signal(signal.SIGTERM)
+    status, ans = _post(server["url"] + "/ocr", b"{}")
+    assert status == 503 and "shutting down" in ans["errorMsg"]
+    t.join(120)
+    assert first["answer"][0] == 200, first
+    # uvicorn re-raises the signal once it has shut down cleanly
+    assert server["proc"].wait(60) in (0, -signal.SIGTERM), server["log"].read_text()[-3000:]
+    assert "Finished server process" in server["log"].read_text()

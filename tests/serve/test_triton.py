@@ -1,0 +1,155 @@
+"""The real tritonserver (nvidia-pytriton's binary and Python backend) on a repository written by
+``paddlex-npu triton-repo``: queried over HTTP and gRPC with tritonclient, answers equal the in-process pipeline's."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from paddlex_npu.tools.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
+from tests.helpers import REC_DIMS_GEARS, om_package
+from tests.serve.conftest import free_ports, server_env, stop, wait_until
+
+pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
+httpclient = pytest.importorskip("tritonclient.http")
+grpcclient = pytest.importorskip("tritonclient.grpc")
+
+
+def _input(mod, body):
+    inp = mod.InferInput("input", [1, 1], "BYTES")
+    inp.set_data_from_numpy(np.array([[json.dumps(body).encode()]], dtype=np.object_))
+    return inp
+
+
+def _ask(client, mod, model, body):
+    return json.loads(client.infer(model, [_input(mod, body)]).as_numpy("output")[0, 0])
+
+
+def _ask_once(new_client, body):
+    client = new_client()
+    try:
+        return _ask(client, httpclient, "text_recognition", body)
+    finally:
+        client.close()
+
+
+def _b64(path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+@pytest.fixture(scope="module")
+def triton(pipeline_yaml, tmp_path_factory):
+    root = tmp_path_factory.mktemp("triton")
+    repo = build_triton_repo(
+        pipeline_yaml, root / "repo", TritonOptions(runtime="reference", max_queue_delay_us=50_000, rec_max_batch=6)
+    )
+    http, grpc, metrics = free_ports(3)
+    argv, env = tritonserver_command(repo.root, root / "work", http, grpc, metrics, host="127.0.0.1")
+    env.update({k: v for k, v in server_env().items() if k.startswith(("PADDLE", "PADDLEX_NPU"))})
+    log = root / "tritonserver.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def new_http():
+        return httpclient.InferenceServerClient(f"127.0.0.1:{http}", network_timeout=120.0)
+
+    client = new_http()
+    why = wait_until(client.is_server_ready, proc, 240, log)
+    if why and "failed to load" not in why and "Traceback" not in why:
+        stop(proc)
+        pytest.skip(f"tritonserver cannot start on this machine: {why}")
+    assert why is None, why
+    clients = {"http": client, "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}")}
+    try:
+        yield {**clients, "new_http": new_http, "repo": repo}
+    finally:
+        for c in clients.values():
+            c.close()  # open connections would hold Triton's shutdown for its exit timeout
+        assert stop(proc) == 0, log.read_text(errors="replace")[-3000:]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_ocr_model_answers_like_the_in_process_pipeline(triton, npu_pipeline, images, protocol):
+    mod = httpclient if protocol == "http" else grpcclient
+    for key in ("english", "page"):
+        ans = _ask(triton[protocol], mod, "ocr", {"file": _b64(images[key]), "fileType": 1, "logId": key})
+        assert ans["errorCode"] == 0 and ans["logId"] == key, ans
+        (ours,) = ans["result"]["ocrResults"]
+        (theirs,) = list(npu_pipeline.predict(str(images[key])))
+        got = ours["prunedResult"]
+        assert got["rec_texts"] == list(theirs["rec_texts"])
+        np.testing.assert_allclose(got["rec_scores"], theirs["rec_scores"], atol=1e-5)
+        np.testing.assert_array_equal(got["rec_boxes"], np.asarray(theirs["rec_boxes"]))
+        assert ans["result"]["dataInfo"]["type"] == "image"
+
+
+def test_recognition_model_batches_concurrent_requests(triton, npu_pipeline, images):
+    import cv2
+
+    page = cv2.imread(str(images["page"]))
+    (theirs,) = list(npu_pipeline.predict(str(images["page"])))
+    crops = [page[y0:y1, x0:x1] for x0, y0, x1, y1 in theirs["rec_boxes"]]
+    expected = [r["rec_text"] for r in npu_pipeline.text_rec_model.predict(crops)]
+    lines = [cv2.imencode(".png", c)[1].tobytes() for c in crops]
+    bodies = [{"file": base64.b64encode(b).decode(), "logId": str(i)} for i, b in enumerate(lines * 3)]
+    before = triton["http"].get_inference_statistics("text_recognition")["model_stats"][0]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        # one client per request: tritonclient's HTTP client is not thread-safe
+        answers = list(pool.map(lambda b: _ask_once(triton["new_http"], b), bodies))
+    after = triton["http"].get_inference_statistics("text_recognition")["model_stats"][0]
+    texts = [a["result"]["prunedResult"]["rec_text"] for a in answers]
+    assert [a["logId"] for a in answers] == [b["logId"] for b in bodies]
+    assert texts == expected * 3 and len(expected) == 4
+    inferences = after["inference_count"] - before["inference_count"]
+    executions = after["execution_count"] - before["execution_count"]
+    assert inferences == len(bodies) and executions < inferences, (inferences, executions)
+
+
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ({"file": base64.b64encode(b"not an image").decode(), "fileType": 1}, 422),
+        ({"fileType": 1}, 422),
+        ({"file": "", "fileType": 1}, 422),
+        ("", 422),
+    ],
+    ids=["non-image", "missing-field", "empty-file", "empty-body"],
+)
+def test_bad_requests_answer_4xx_and_the_server_keeps_serving(triton, images, body, status):
+    client = triton["grpc"]
+    if body == "":
+        inp = grpcclient.InferInput("input", [1, 1], "BYTES")
+        inp.set_data_from_numpy(np.array([[b""]], dtype=np.object_))
+        ans = json.loads(client.infer("ocr", [inp]).as_numpy("output")[0, 0])
+    else:
+        ans = _ask(client, grpcclient, "ocr", body)
+    assert ans["errorCode"] == status and ans["errorMsg"], ans
+    ok = _ask(client, grpcclient, "ocr", {"file": _b64(images["english"]), "fileType": 1})
+    assert ok["errorCode"] == 0
+
+
+def test_repository_layout(triton, asset_root, pipeline_yaml, tmp_path):
+    config = (triton["repo"].root / "ocr" / "config.pbtxt").read_text()
+    assert 'backend: "python"' in config and "dynamic_batching" in config and "model_warmup" in config
+    assert 'name: "npu0" count: 1 kind: KIND_CPU' in config and "latest: { num_versions: 1 }" in config
+    # preferred batch sizes from the OM's batch gears; two devices; a second run adds version 2
+    import yaml
+
+    cfg = yaml.safe_load(pipeline_yaml.read_text())
+    cfg["SubModules"]["TextRecognition"]["model_dir"] = str(
+        om_package(asset_root, "PP-OCRv4_mobile_rec", tmp_path / "om", REC_DIMS_GEARS)
+    )
+    path = tmp_path / "ocr.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    options = TritonOptions(devices=(0, 1), instances=2, keep_versions=2)
+    first = build_triton_repo(path, tmp_path / "repo", options)
+    second = build_triton_repo(path, tmp_path / "repo", options)
+    rec = (tmp_path / "repo" / "text_recognition" / "config.pbtxt").read_text()
+    assert "preferred_batch_size: [ 6 ]" in rec and "max_batch_size: 6" in rec
+    assert 'name: "npu1" count: 2' in rec and "num_versions: 2" in rec
+    assert [m.version for m in first.models] == [1, 1] and [m.version for m in second.models] == [2, 2]
