@@ -123,7 +123,7 @@ CTRL_C = textwrap.dedent(
         with ParallelExecutor(config, workers_per_device=2, runtime="simulated", env=env) as ex:
             pids = ex.worker_pids
             for i, r in enumerate(ex.map([page] * 1000)):
-                if i == 1:
+                if i >= 1:  # pressed again until it lands: a KeyboardInterrupt raised in a __del__ is ignored
                     os.kill(os.getpid(), signal.SIGINT)
     except KeyboardInterrupt:
         report["with"] = {"seen": i + 1, "alive": [p for p in pids if os.path.exists(f"/proc/{p}")]}
@@ -137,12 +137,17 @@ CTRL_C = textwrap.dedent(
         return w
     mod.ParallelExecutor._spawn = record
     n = 0
+    stop = threading.Event()
+    def press():  # Ctrl-C every 0.3 s until it lands (one raised inside a __del__ would be ignored)
+        while not stop.wait(0.3):
+            os.kill(os.getpid(), signal.SIGINT)
     try:
         for r in parallel(config, [page] * 1000, workers_per_device=2, runtime="simulated", env=env):
             n += 1
             if n == 1:
-                threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+                threading.Thread(target=press, daemon=True).start()
     except KeyboardInterrupt:
+        stop.set()
         report["parallel"] = {"seen": n, "alive": [p.pid for p in started if os.path.exists(f"/proc/{p.pid}")]}
     print(json.dumps(report))
     """
@@ -162,5 +167,5 @@ def test_ctrl_c_stops_every_worker(pages, sim_env, asset_root):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    assert report["with"] == {"seen": 2, "alive": []}
+    assert report["with"]["alive"] == [] and 2 <= report["with"]["seen"] <= 10, report
     assert report["parallel"]["seen"] < 200 and report["parallel"]["alive"] == []

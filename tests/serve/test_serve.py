@@ -135,7 +135,7 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, images, body,
 
 def test_route_errors_map_to_status_codes():
     assert http_status(InputShapeError("x")) == 422
-    assert http_status(errors.ConfigError("x")) == 500 and http_status(errors.DeviceCallError("x")) == 500
+    assert http_status(errors.ConfigError("x")) == 500 and http_status(errors.DeviceCallError("x")) == 503
     assert http_status(errors.RuntimeUnavailableError("x")) == 503 and http_status(ValueError()) == 500
     assert parse_devices("npu:0,1") == [0, 1] and parse_devices("npu") == [0]
     for bad in ("gpu:0", "npu:a", "npu:0,0"):
