@@ -190,31 +190,43 @@ class ParallelExecutor:
             raise
 
     def close(self, force: bool = False, timeout: float = 30.0) -> None:
-        """Stop the workers: each finishes its input and exits (``force``: terminated at once)."""
+        """Stop the workers: each finishes its input and exits (``force``: terminated at once). A second Ctrl-C
+        while closing still leaves no worker behind."""
         self._closed = True
         workers, self._workers = self._workers, []
-        for w in workers:
+        try:
             if not force:
-                try:
-                    w.conn.send(None)
-                except OSError:
-                    pass
-        for w in workers:
-            if not force:
-                w.process.join(timeout)
-            if w.process.is_alive():
-                w.process.terminate()
-                w.process.join(5)
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join(5)
-            w.conn.close()
+                for w in workers:
+                    try:
+                        w.conn.send(None)
+                    except OSError:
+                        pass
+                for w in workers:
+                    w.process.join(timeout)
+        finally:
+            _stop_all(workers)
 
     def __enter__(self) -> ParallelExecutor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close(force=exc[0] is not None)
+
+
+def _stop_all(workers: List[_Worker]) -> None:
+    """Terminate every worker still alive (signals first, all at once, then joins); killed if they linger."""
+    try:
+        for w in workers:
+            if w.process.is_alive():
+                w.process.terminate()
+        for w in workers:
+            w.process.join(5)
+    finally:
+        for w in workers:
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            w.conn.close()
 
 
 class _Run:
