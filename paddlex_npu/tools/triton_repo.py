@@ -194,20 +194,17 @@ def _write_model(
     return WrittenModel(name, version, model / str(version), max_batch, [b for b in preferred if 1 < b <= max_batch])
 
 
-def build_triton_repo(
-    pipeline_yaml: Union[str, Path], out_dir: Union[str, Path], options: Optional[TritonOptions] = None
-) -> TritonRepo:
-    """Write (or add a version to) the model repository in ``out_dir``; returns what was written."""
-    import base64
-
-    options = options or TritonOptions()
+def _check_options(options: TritonOptions) -> None:
     if options.instances < 1:
         raise ConfigError(f"instances per device must be >= 1, got {options.instances}")
     if options.max_queue_delay_us < 0:
         raise ConfigError(f"max queue delay must be >= 0 microseconds, got {options.max_queue_delay_us}")
     if options.keep_versions < 1:
         raise ConfigError(f"versions to keep must be >= 1, got {options.keep_versions}")
-    path = Path(pipeline_yaml)
+
+
+def _load_ocr_config(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """(the OCR pipeline config with model_dirs resolved, its text_recognition SubModule)."""
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
@@ -218,6 +215,18 @@ def build_triton_repo(
     rec = _rec_module(config)
     if rec is None or not rec.get("model_dir"):
         raise ConfigError(f"pipeline config {path}: no text_recognition SubModule with a model_dir")
+    return config, rec
+
+
+def build_triton_repo(
+    pipeline_yaml: Union[str, Path], out_dir: Union[str, Path], options: Optional[TritonOptions] = None
+) -> TritonRepo:
+    """Write (or add a version to) the model repository in ``out_dir``; returns what was written."""
+    import base64
+
+    options = options or TritonOptions()
+    _check_options(options)
+    config, rec = _load_ocr_config(Path(pipeline_yaml))
 
     root = Path(out_dir)
     root.mkdir(parents=True, exist_ok=True)
