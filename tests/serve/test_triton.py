@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -101,12 +102,17 @@ def test_recognition_model_batches_concurrent_requests(triton, npu_pipeline, ima
     with ThreadPoolExecutor(len(bodies)) as pool:
         # one client per request: tritonclient's HTTP client is not thread-safe
         answers = list(pool.map(lambda b: _ask_once(triton["new_http"], b), bodies))
-    after = triton["http"].get_inference_statistics("text_recognition")["model_stats"][0]
     texts = [a["result"]["prunedResult"]["rec_text"] for a in answers]
     assert [a["logId"] for a in answers] == [b["logId"] for b in bodies]
     assert texts == expected * 3 and len(expected) == 4
-    inferences = after["inference_count"] - before["inference_count"]
-    executions = after["execution_count"] - before["execution_count"]
+    deadline = time.monotonic() + 20  # Triton updates its statistics after the responses: wait for them
+    while True:
+        after = triton["http"].get_inference_statistics("text_recognition")["model_stats"][0]
+        inferences = after["inference_count"] - before["inference_count"]
+        executions = after["execution_count"] - before["execution_count"]
+        if inferences >= len(bodies) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert inferences == len(bodies) and executions < inferences, (inferences, executions)
 
 
