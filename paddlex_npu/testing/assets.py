@@ -330,18 +330,27 @@ def find_font(cjk: bool = False) -> Path:
 
 
 def render_text_image(
-    lines: List[str], path: Path, *, cjk: bool = False, size: int = 32, width: Optional[int] = None
+    lines: List[str],
+    path: Path,
+    *,
+    cjk: bool = False,
+    size: int = 32,
+    width: Optional[int] = None,
+    sizes: Optional[Sequence[int]] = None,
 ) -> Path:
-    """Render black text lines on white into ``path`` (PNG)."""
+    """Render black text lines on white into ``path`` (PNG). ``sizes``: a font size per line (default ``size``)."""
     from PIL import Image, ImageDraw, ImageFont
 
-    font = ImageFont.truetype(str(find_font(cjk)), size)
-    line_h = int(size * 1.9)
-    text_w = max(int(font.getlength(line)) for line in lines)
-    img = Image.new("RGB", (width or text_w + 2 * size, line_h * len(lines) + size), "white")
+    sizes = list(sizes) if sizes is not None else [size] * len(lines)
+    fonts = [ImageFont.truetype(str(find_font(cjk)), s) for s in sizes]
+    heights = [int(s * 1.9) for s in sizes]
+    text_w = max(int(f.getlength(line)) for f, line in zip(fonts, lines))
+    img = Image.new("RGB", (width or text_w + 2 * size, sum(heights) + size), "white")
     draw = ImageDraw.Draw(img)
-    for i, line in enumerate(lines):
-        draw.text((size, size // 2 + i * line_h), line, fill="black", font=font)
+    y = size // 2
+    for line, font, h in zip(lines, fonts, heights):
+        draw.text((size, y), line, fill="black", font=font)
+        y += h
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
