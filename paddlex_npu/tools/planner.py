@@ -269,6 +269,8 @@ def plan_ocr_gears(
         raise ConfigError(f"the samples gave no input for {model_name} (no text found?): give pages with text")
     planned = plan_gears(points, max_gears, cover)
     gears = fill_ladder(planned, low, cover, max_gears, multiple)
+    over = sum(any(a > c for a, c in zip(pt, cover)) for pt in points)
+    points = [[min(a, c) for a, c in zip(pt, cover)] for pt in points]
     notes = [
         f"planned for {settings.describe()}",
         f"planned {len(gears)} gears from {len(points)} {'crop batches' if kind == 'text_rec' else 'inputs'} of "
@@ -276,4 +278,9 @@ def plan_ocr_gears(
         f"a ladder up to the cover gear {what}): "
         f"padded/real = {padding_ratio(points, gears):.3f} (cover gear alone: {padding_ratio(points, [cover]):.3f})",
     ]
+    if over:
+        notes.append(
+            f"{over} sample inputs are larger than the cover gear (--max-side / --max-width): at run time they are "
+            "resized down to it (backend_config oversize 'fit', the default) or refused (oversize 'error')"
+        )
     return gears, notes
