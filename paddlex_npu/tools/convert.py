@@ -272,15 +272,7 @@ def plan_conversion(
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
 
-    names = [n for n, _, _ in onnx.inputs]
-    shapes = task_shapes(task, onnx.inputs)
-    if input_shape:
-        given = parse_input_shape(input_shape, names)
-        shapes = [given.get(n, s) for n, s in zip(names, shapes)]
-    specs = [
-        mf.InputSpec(name=n, dtype=dt, format="NCHW" if len(s) == 4 else "ND", shape=s)
-        for (n, _, dt), s in zip(onnx.inputs, shapes)
-    ]
+    shapes, specs = _input_specs(onnx, task, input_shape)
     gear_list = None
     if gears == "auto" and samples is not None:
         plan.update(max_gears=max_gears or DEFAULT_MAX_GEARS, max_side=max_side)
@@ -297,6 +289,20 @@ def plan_conversion(
     )
     man.check_soc()
     return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _input_specs(onnx: OnnxModel, task: Task, input_shape: Optional[str]) -> Tuple[List[List[int]], List[mf.InputSpec]]:
+    """The ATC input shapes (the task's, ``--input-shape`` overrides winning) and the manifest's input specs."""
+    names = [n for n, _, _ in onnx.inputs]
+    shapes = task_shapes(task, onnx.inputs)
+    if input_shape:
+        given = parse_input_shape(input_shape, names)
+        shapes = [given.get(n, s) for n, s in zip(names, shapes)]
+    specs = [
+        mf.InputSpec(name=n, dtype=dt, format="NCHW" if len(s) == 4 else "ND", shape=s)
+        for (n, _, dt), s in zip(onnx.inputs, shapes)
+    ]
+    return shapes, specs
 
 
 def _planned_ocr_gears(

@@ -225,6 +225,33 @@ def det_cover_side(settings: OcrSettings, max_side: Optional[int] = None) -> int
     return side
 
 
+def _ocr_points(
+    kind: str,
+    model_name: str,
+    package: Path,
+    files: Sequence[str],
+    settings: OcrSettings,
+    config: Dict[str, Any],
+    det: Optional[Tuple[str, Path]],
+    sample_kind: str,
+) -> List[List[int]]:
+    """The varying dims of every input the pipeline feeds the model from ``files`` (det: H, W; rec: N, W)."""
+    from ..paddlex.planning import rec_input_shapes
+
+    if kind == "text_det":
+        seen = sample_input_shapes(model_name, package, files, batch_size=1, **settings.det_options())
+        return [[s[0][2], s[0][3]] for s in seen]
+    if sample_kind == "lines":
+        seen = sample_input_shapes(model_name, package, files, batch_size=settings.rec_batch_size)
+        return [[s[0][0], s[0][3]] for s in seen]
+    if det is None:
+        raise ConfigError(
+            "planning a text recognition model from pages runs text detection first: give the detection "
+            "package (--det-package DIR), or --samples-are lines for folders of text-line images"
+        )
+    return [[s[0], s[3]] for s in rec_input_shapes(config, det, (model_name, package), files)]
+
+
 def plan_ocr_gears(
     kind: str,
     model_name: str,
@@ -240,27 +267,13 @@ def plan_ocr_gears(
     sample_kind: str = "pages",
 ) -> Tuple[List[List[int]], List[str]]:
     """(gears, notes) for an OCR model (``kind`` ``text_det``: gears H, W; ``text_rec``: gears N, W) planned from
-    what the pipeline's preprocessing makes of the sample ``files``, with the cover gear."""
-    from ..paddlex.planning import rec_input_shapes
-
+    what the pipeline's preprocessing makes of the sample ``files``, with the cover gear and a ladder up to it."""
+    points = _ocr_points(kind, model_name, package, files, settings, config, det, sample_kind)
     if kind == "text_det":
-        seen = sample_input_shapes(model_name, package, files, batch_size=1, **settings.det_options())
-        points = [[s[0][2], s[0][3]] for s in seen]
         side = det_cover_side(settings, max_side)
         cover, what = [side, side], f"{side}x{side} (the largest page DetResizeForTest makes)"
         low, multiple = [min(side, min(min(p) for p in points)) if points else side] * 2, [32, 32]
     else:
-        if sample_kind == "lines":
-            seen = sample_input_shapes(model_name, package, files, batch_size=settings.rec_batch_size)
-            shapes = [s[0] for s in seen]
-        elif det is None:
-            raise ConfigError(
-                "planning a text recognition model from pages runs text detection first: give the detection "
-                "package (--det-package DIR), or --samples-are lines for folders of text-line images"
-            )
-        else:
-            shapes = rec_input_shapes(config, det, (model_name, package), files)
-        points = [[s[0], s[3]] for s in shapes]
         width = min(REC_MAX_WIDTH, max_width or REC_MAX_WIDTH)
         cover, what = [settings.rec_batch_size, width], f"batch {settings.rec_batch_size} x width {width}"
         # padding the batch repeats rows (free for the texts); padding the width is what changes them
