@@ -1,20 +1,77 @@
 """OCR on the NPU route: PaddleX's OCR pipeline with every model on an Ascend InferSession.
 
-    python examples/ocr_npu.py [--input page.png] [--output output/] [--device npu:0]
+    python examples/ocr_npu.py [--input page.png] [--output output/] [--device npu:0] [--no-compare]
 
 Without an NPU (no ais_bench installed) it runs on the CPU reference runtime, which executes the same code
 path over the ONNX models the OMs are built from, and says so. Set PADDLEX_NPU_RUNTIME to force a runtime.
+Beside the route's result it prints PaddleX's own CPU result (its onnxruntime engine on the same model
+folders, PaddleX 3.5+), so that a reader sees the two agree.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
 HERE = Path(__file__).resolve().parent
+Lines = List[Tuple[float, str]]
+
+
+def _config(path: str) -> Dict[str, Any]:
+    """The pipeline config, with model folders left null filled in from the bundled models."""
+    from paddlex_npu.testing import assets
+
+    config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    missing = [m for m in config["SubModules"].values() if not m.get("model_dir")]
+    if missing:
+        root = assets.build_model_folders() / "om"
+        for sub in missing:
+            sub["model_dir"] = str(root / sub["model_name"])
+    return config
+
+
+def _read(pipeline: Any, image: str, output: Optional[str] = None) -> Lines:
+    lines: Lines = []
+    for res in pipeline.predict(image):
+        lines += [(float(s), str(t)) for t, s in zip(res["rec_texts"], res["rec_scores"])]
+        if output:
+            res.save_to_img(output)
+            res.save_to_json(output)
+    pipeline.close()
+    return lines
+
+
+def _paddlex_cpu(config: Dict[str, Any], image: str) -> Optional[Lines]:
+    """PaddleX's own onnxruntime engine on the same folders (None on PaddleX 3.0-3.4, which has none)."""
+    import importlib.util
+
+    from paddlex import create_pipeline
+
+    if importlib.util.find_spec("paddlex.inference.models.runners") is None:  # the engine registry: 3.5+
+        return None
+    cpu = copy.deepcopy(config)
+    for key in ("use_hpip", "hpi_config", "engine", "engine_config"):
+        cpu.pop(key, None)
+    return _read(create_pipeline(config=cpu, device="cpu", engine="onnxruntime"), image)
+
+
+def _print(route: Lines, cpu: Optional[Lines], runtime: str) -> None:
+    print(f"NPU route ({runtime}):")
+    for score, text in route:
+        print(f"  {score:.3f}  {text}")
+    if cpu is None:
+        print("PaddleX's own CPU result: its onnxruntime engine needs PaddleX 3.5+ (not shown)")
+        return
+    print("PaddleX's own CPU engine (onnxruntime, same model folders):")
+    for score, text in cpu:
+        print(f"  {score:.3f}  {text}")
+    same = [t for _, t in route] == [t for _, t in cpu]
+    print(f"texts identical: {'yes' if same else 'NO'} ({len(route)} lines)")
 
 
 def main() -> int:
@@ -23,39 +80,23 @@ def main() -> int:
     parser.add_argument("--output", default="output", help="folder for the visualised result")
     parser.add_argument("--config", default=str(HERE / "ocr_npu.yaml"))
     parser.add_argument("--device", default="npu:0")
+    parser.add_argument("--no-compare", action="store_true", help="do not run PaddleX's own CPU engine too")
     args = parser.parse_args()
 
     from paddlex_npu.testing import assets, env
 
     # PaddleX reads its settings (font, model sources) when it is imported: prepare them first.
-    if env.prepare() == "reference":
+    runtime = env.prepare()
+    if runtime == "reference":
         print("ais_bench is not installed: running the NPU route on the CPU reference runtime")
     from paddlex import create_pipeline  # importing PaddleX after paddlex_npu installs the NPU route
 
-    config = yaml.safe_load(Path(args.config).read_text(encoding="utf-8"))
-    missing = [m for m in config["SubModules"].values() if not m.get("model_dir")]
-    if missing:
-        root = assets.build_model_folders() / "om"
-        for sub in missing:
-            sub["model_dir"] = str(root / sub["model_name"])
-
-    image = args.input
-    if image is None:
-        image = str(
-            assets.render_text_image(
-                ["PaddleX on Ascend NPU", "Dynamic shapes, no padding", "Invoice 2024-11-30 total 1234.56"],
-                Path(args.output) / "sample.png",
-            )
-        )
-
-    pipeline = create_pipeline(config=config, device=args.device)
-    for res in pipeline.predict(image):
-        for text, score in zip(res["rec_texts"], res["rec_scores"]):
-            print(f"{score:.3f}  {text}")
-        res.save_to_img(args.output)
-        res.save_to_json(args.output)
+    config = _config(args.config)
+    image = args.input or str(assets.render_text_image(list(assets.DEMO_LINES), Path(args.output) / "sample.png"))
+    route = _read(create_pipeline(config=config, device=args.device), image, args.output)
+    cpu = None if args.no_compare else _paddlex_cpu(config, image)
+    _print(route, cpu, f"{runtime} runtime")
     print(f"visualised result saved under {Path(args.output).resolve()}")
-    pipeline.close()
     return 0
 
 

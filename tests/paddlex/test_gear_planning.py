@@ -1,0 +1,160 @@
+"""Gear OMs never fail a page (issue 10, point 4): gears planned by ``paddlex-npu convert --gears auto`` for the
+OCR pipeline's own settings, from two rendered pages (several font sizes and line lengths), read eight other
+pages with no error and the texts of dymshape; inputs larger than every gear are fitted (or refused).
+
+Texts are compared without spaces: the bundled PP-OCRv4 rec (PaddleOCR's Chinese model) reads the spaces between
+Latin words from attention over the whole padded width, so padding flips some of them (README "Gears and
+dymshape"); every other character must agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import numpy as np
+import pytest
+import yaml
+
+from paddlex_npu.om import manifest as mf
+from paddlex_npu.testing import assets
+from paddlex_npu.tools.convert import convert
+from tests.helpers import NPU_HPI, norm, run_ocr
+
+WORDS = (
+    "invoice total amount due order shipped warehouse payment within thirty days thank you for your business "
+    "reference number customer account"
+).split()
+SIZES = (20, 26, 34, 44)
+
+
+def page_text(k: int) -> Tuple[List[str], List[int]]:
+    """Page ``k``: 3 to 6 lines of 1 to 7 words and a number, each line in one of four font sizes."""
+    lines, sizes = [], []
+    for i in range(3 + k % 4):
+        n = 1 + (k * 3 + i * 5) % 7
+        words = " ".join(WORDS[(k + i + j * 3) % len(WORDS)] for j in range(n))
+        lines.append(f"{words.capitalize()} {100 + 17 * k + i}")
+        sizes.append(SIZES[(k + i) % 4])
+    return lines, sizes
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory) -> Dict[str, Path]:
+    d = tmp_path_factory.mktemp("mixed_pages")
+    out = {}
+    for k in range(10):
+        lines, sizes = page_text(k)
+        out[f"page{k}"] = assets.render_text_image(lines, d / f"page{k}.png", sizes=sizes)
+    return out
+
+
+@pytest.fixture(scope="module")
+def samples(pages, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("samples")
+    for key in ("page0", "page1"):
+        shutil.copyfile(pages[key], d / f"{key}.png")
+    return d
+
+
+def _config(root: Path, **det: object) -> dict:
+    config = assets.ocr_pipeline_config(root)
+    config["SubModules"]["TextDetection"].update(det)
+    return config
+
+
+def _run(config: dict, images: Dict[str, Path], **backend: object) -> Dict[str, dict]:
+    from paddlex import create_pipeline
+
+    hpi = {**NPU_HPI, "backend_config": {**NPU_HPI["backend_config"], **backend}}
+    p = create_pipeline(config=config, device="npu:0", use_hpip=True, hpi_config=hpi)
+    try:
+        return run_ocr(p, images)
+    finally:
+        p.close()
+
+
+def _gear_root(asset_root: Path, dest: Path, samples: Path, **options: object) -> Tuple[Path, List[str]]:
+    """The bundled OM folders with det and rec replaced by gear packages planned from ``samples``."""
+    shutil.copytree(asset_root / "om", dest)
+    notes = []
+    for model in (assets.DET, assets.REC):
+        shutil.rmtree(dest / model)
+        det = {"det_package": asset_root / "om" / assets.DET} if model == assets.REC else {}
+        result = convert(
+            asset_root / "om" / model, dest / model, "Ascend310P3", "gears", run=False, gears="auto",
+            samples=samples, **det, **options,
+        )  # fmt: skip
+        notes += result.notes
+    return dest, notes
+
+
+@pytest.fixture(scope="module")
+def planned(asset_root, samples, tmp_path_factory):
+    """Gear packages planned for the test pipeline's settings (limit_side_len 960, max; rec batch 6)."""
+    d = tmp_path_factory.mktemp("planned")
+    cfg = d / "ocr.yaml"
+    cfg.write_text(yaml.safe_dump(_config(asset_root / "om")))
+    return _gear_root(asset_root, d / "om", samples, pipeline_config=cfg, max_gears=8)
+
+
+def test_planner_says_which_settings_it_planned_for_and_adds_the_cover_gears(planned):
+    root, notes = planned
+    assert (
+        sum(
+            "limit_side_len=960, limit_type=max, max_side_limit=4000; text recognition batch_size=6" in n for n in notes
+        )
+        == 2
+    )
+    det, rec = (mf.load(root / m / mf.MANIFEST_NAME) for m in (assets.DET, assets.REC))
+    assert [960, 960] in det.gears and [6, 3200] in rec.gears  # the largest inputs the preprocessing makes
+    assert len(det.gears) <= 8 and len(rec.gears) <= 8
+    assert any("crop batches of 2 sample pages" in n for n in notes)
+
+
+def test_gears_planned_from_two_pages_read_eight_others_like_dymshape(asset_root, planned, pages):
+    others = {k: v for k, v in pages.items() if k not in ("page0", "page1")}
+    base = _run(_config(asset_root / "om"), others)
+    got = _run(_config(planned[0]), others)
+    exact = sum(base[k]["texts"] == got[k]["texts"] for k in others)
+    print(f"planned gears on 8 unseen pages: {exact}/8 identical with spaces, all compared without spaces")
+    for k in others:
+        assert norm(got[k]["texts"]) == norm(base[k]["texts"]), k
+        assert len(got[k]["boxes"]) == len(base[k]["boxes"]), k
+
+
+def test_default_pipeline_settings_read_the_sample_pages_exactly(asset_root, samples, pages, tmp_path):
+    """Without --pipeline-config the planner plans for PaddleX's default OCR pipeline (limit_side_len 64, min,
+    max_side_limit 4000: pages keep their size), so that pipeline reads the sample pages with no padding."""
+    root, notes = _gear_root(asset_root, tmp_path / "om", samples, max_gears=6)
+    assert any("PaddleX's default OCR pipeline" in n and "limit_side_len=64, limit_type=min" in n for n in notes)
+    assert [4000, 4000] in mf.load(root / assets.DET / mf.MANIFEST_NAME).gears
+    default = {"limit_side_len": 64, "limit_type": "min", "max_side_limit": 4000}
+    two = {k: pages[k] for k in ("page0", "page1")}
+    base = _run(_config(asset_root / "om", **default), two)
+    got = _run(_config(root, **default), two)
+    for k in two:
+        assert got[k]["texts"] == base[k]["texts"], k
+        np.testing.assert_allclose(got[k]["boxes"], base[k]["boxes"], atol=0)
+
+
+def test_inputs_above_every_gear_are_fitted_with_one_warning_or_refused(asset_root, samples, pages, tmp_path, caplog):
+    from paddlex_npu.run.gears import InputShapeError
+
+    root, notes = _gear_root(asset_root, tmp_path / "om", samples, max_gears=4, max_side=320, max_width=400)
+    assert any("larger than the cover gear" in n for n in notes)
+    three = {k: pages[k] for k in ("page2", "page3", "page4")}
+    base = _run(_config(asset_root / "om"), three)
+    with caplog.at_level(logging.WARNING, logger="paddlex_npu"):
+        got = _run(_config(root), three)
+    warned = [r.getMessage() for r in caplog.records if "oversize 'fit'" in r.getMessage()]
+    assert len(warned) == 2, warned  # one per model
+    assert any("image scaled" in w for w in warned) and any("width squeezed" in w for w in warned)
+    for k in three:  # boxes in the page's coordinates (the DB map scaled back), texts still read in part
+        assert len(got[k]["boxes"]) == len(base[k]["boxes"]), k
+        np.testing.assert_allclose(got[k]["boxes"], base[k]["boxes"], atol=24)
+        assert any(a == b for a, b in zip(norm(got[k]["texts"]), norm(base[k]["texts"]))), k
+    with pytest.raises(InputShapeError, match="fit none of the OM's dymhw gears"):
+        _run(_config(root), {"page2": pages["page2"]}, oversize="error")
