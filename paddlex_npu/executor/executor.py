@@ -17,8 +17,11 @@ device; device time of the workers of one device is serialised by the device (an
 from __future__ import annotations
 
 import collections
+import contextlib
 import multiprocessing as mp
 import os
+import signal
+import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -180,14 +183,15 @@ class ParallelExecutor:
         if self._closed:
             raise ExecutorError("the executor is closed")
         self._epoch += 1
-        run = _Run(self, self._epoch, iter(inputs))
-        try:
-            yield from run.results()  # if the caller stops early, results still in flight are dropped by epoch
-        except BaseException as exc:  # Ctrl-C, or an error of the input iterable: stop the workers
-            if isinstance(exc, GeneratorExit):
+        with _ctrl_c_remembered() as pressed:
+            run = _Run(self, self._epoch, iter(inputs), pressed)
+            try:
+                yield from run.results()  # if the caller stops early, results in flight are dropped by epoch
+            except BaseException as exc:  # Ctrl-C, or an error of the input iterable: stop the workers
+                if isinstance(exc, GeneratorExit):
+                    raise
+                self.close(force=True)
                 raise
-            self.close(force=True)
-            raise
 
     def close(self, force: bool = False, timeout: float = 30.0) -> None:
         """Stop the workers: each finishes its input and exits (``force``: terminated at once). A second Ctrl-C
@@ -213,6 +217,28 @@ class ParallelExecutor:
         self.close(force=exc[0] is not None)
 
 
+@contextlib.contextmanager
+def _ctrl_c_remembered() -> Iterator[threading.Event]:
+    """While :meth:`ParallelExecutor.map` runs, Ctrl-C raises ``KeyboardInterrupt`` at once as usual and is also
+    remembered: Python ignores an exception raised inside a finalizer (``__del__``), and a Ctrl-C lost there is
+    raised at the executor's next step instead. Only in the main thread, and only over Python's default handler."""
+    pressed = threading.Event()
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield pressed
+        return
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        pressed.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _stop_all(workers: List[_Worker]) -> None:
     """Terminate every worker still alive (signals first, all at once, then joins); killed if they linger."""
     try:
@@ -232,8 +258,8 @@ def _stop_all(workers: List[_Worker]) -> None:
 class _Run:
     """The state of one :meth:`ParallelExecutor.map` call."""
 
-    def __init__(self, ex: ParallelExecutor, epoch: int, inputs: Iterator[Any]) -> None:
-        self.ex, self.epoch, self.inputs = ex, epoch, inputs
+    def __init__(self, ex: ParallelExecutor, epoch: int, inputs: Iterator[Any], pressed: threading.Event) -> None:
+        self.ex, self.epoch, self.inputs, self.pressed = ex, epoch, inputs, pressed
         self.next_in = self.next_out = 0
         self.exhausted = False
         self.retry: Deque[_Task] = collections.deque()
@@ -242,6 +268,8 @@ class _Run:
 
     def results(self) -> Iterator[ItemResult]:
         while True:
+            if self.pressed.is_set():  # a Ctrl-C whose KeyboardInterrupt was lost (raised inside a finalizer)
+                raise KeyboardInterrupt
             self._dispatch()
             while self.next_out in self.done:
                 self.items.pop(self.next_out, None)
@@ -299,7 +327,7 @@ class _Run:
         for w in self.ex._workers:
             by_handle[w.conn] = (w, False)
             by_handle[w.process.sentinel] = (w, True)
-        for handle in wait(list(by_handle)):
+        for handle in wait(list(by_handle), timeout=0.5):  # wakes up to see a remembered Ctrl-C
             w, is_sentinel = by_handle[handle]
             if w not in self.ex._workers:
                 continue

@@ -122,7 +122,7 @@ CTRL_C = textwrap.dedent(
     try:
         with ParallelExecutor(config, workers_per_device=2, runtime="simulated", env=env) as ex:
             pids = ex.worker_pids
-            for i, r in enumerate(ex.map([page] * 1000)):
+            for i, r in enumerate(ex.map([page] * 300)):
                 if i >= 1:  # pressed again until it lands: a KeyboardInterrupt raised in a __del__ is ignored
                     os.kill(os.getpid(), signal.SIGINT)
     except KeyboardInterrupt:
@@ -142,7 +142,7 @@ CTRL_C = textwrap.dedent(
         while not stop.wait(0.3):
             os.kill(os.getpid(), signal.SIGINT)
     try:
-        for r in parallel(config, [page] * 1000, workers_per_device=2, runtime="simulated", env=env):
+        for r in parallel(config, [page] * 300, workers_per_device=2, runtime="simulated", env=env):
             n += 1
             if n == 1:
                 threading.Thread(target=press, daemon=True).start()
