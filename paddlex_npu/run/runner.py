@@ -11,6 +11,7 @@ dtypes. This module imports no PaddleX: the version adapters wrap it.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -189,6 +190,21 @@ class OMRunner:
             self.infer(feeds, learn=False)
         logger.info("%s: %d warm-up run(s) done", self.name, runs)
 
+    def warmup_gears(self) -> List[float]:
+        """One call per gear (static: the one shape) on zero inputs of exactly that gear's shapes, so that the
+        first request on a gear does not pay its first-run cost; returns and logs each gear's seconds."""
+        if self.mode == "dymshape":
+            return []
+        times = []
+        for gear in self.manifest.gear_shapes():
+            feeds = [np.zeros(shape, dtype=dt) for shape, dt in zip(gear, self._in_dtypes)]
+            t0 = time.perf_counter()
+            self._run_session(feeds, learn=False)
+            times.append(time.perf_counter() - t0)
+            logger.info("%s: warm-up of gear %s took %.1f ms", self.name, gear, times[-1] * 1000.0)
+        logger.info("%s: %d gear(s) warmed up in %.1f ms", self.name, len(times), sum(times) * 1000.0)
+        return times
+
     def close(self) -> None:
         opened, self._opened = self._opened, None
         if opened is not None:  # the session restores the thread's context itself, unless it was the one freed
@@ -312,6 +328,8 @@ def build_om_runner(
         runtime,
         runner.input_names,
     )
+    if config.warmup_gears:
+        runner.warmup_gears()
     if config.warmup_runs:
         runner.warmup(config.warmup_runs, config.warmup_shapes)
     return runner
