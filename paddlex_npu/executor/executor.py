@@ -62,6 +62,7 @@ class _Task:
     index: int
     item: Any
     attempts: int = 1
+    kwargs: Optional[Dict[str, Any]] = None
 
 
 @dataclass
@@ -175,12 +176,13 @@ class ParallelExecutor:
             )
 
     # ---- running -----------------------------------------------------------------------------------------
-    def map(self, inputs: Iterable[Any]) -> Iterator[ItemResult]:
-        """Run every input; yield one :class:`ItemResult` per input, in input order."""
+    def map(self, inputs: Iterable[Any], predict_kwargs: Optional[Dict[str, Any]] = None) -> Iterator[ItemResult]:
+        """Run every input; yield one :class:`ItemResult` per input, in input order. ``predict_kwargs`` (this
+        call's ``pipeline.predict`` keywords) are added to the executor's own."""
         if self._closed:
             raise ExecutorError("the executor is closed")
         self._epoch += 1
-        run = _Run(self, self._epoch, iter(inputs))
+        run = _Run(self, self._epoch, iter(inputs), dict(predict_kwargs) if predict_kwargs else None)
         try:
             yield from run.results()  # if the caller stops early, results still in flight are dropped by epoch
         except BaseException as exc:  # Ctrl-C, or an error of the input iterable: stop the workers
@@ -220,8 +222,10 @@ class ParallelExecutor:
 class _Run:
     """The state of one :meth:`ParallelExecutor.map` call."""
 
-    def __init__(self, ex: ParallelExecutor, epoch: int, inputs: Iterator[Any]) -> None:
-        self.ex, self.epoch, self.inputs = ex, epoch, inputs
+    def __init__(
+        self, ex: ParallelExecutor, epoch: int, inputs: Iterator[Any], kwargs: Optional[Dict[str, Any]]
+    ) -> None:
+        self.ex, self.epoch, self.inputs, self.kwargs = ex, epoch, inputs, kwargs
         self.next_in = self.next_out = 0
         self.exhausted = False
         self.retry: Deque[_Task] = collections.deque()
@@ -249,7 +253,7 @@ class _Run:
         except StopIteration:
             self.exhausted = True
             return None
-        task = _Task(self.epoch, self.next_in, item)
+        task = _Task(self.epoch, self.next_in, item, kwargs=self.kwargs)
         self.items[task.index] = item
         self.next_in += 1
         return task
@@ -279,7 +283,7 @@ class _Run:
                     return
                 worker = idle[0]
             worker.inflight.append(task)
-            worker.conn.send(("task", task.epoch, task.index, task.item))
+            worker.conn.send(("task", task.epoch, task.index, task.item, task.kwargs))
 
     def _receive(self) -> None:
         """Wait for a worker's message or death and handle it (a dead worker's last messages first)."""

@@ -1,7 +1,7 @@
 """The worker process of the executor: one PaddleX pipeline (its own sessions) on one device, one input at a
-time, answering over a pipe. Messages to the worker: ``("task", epoch, index, item)`` or ``None`` (stop);
-from it: ``("ready", pid)``, ``("fatal", text)`` (the pipeline did not load), ``("result", epoch, index, ok,
-payload, timing)``."""
+time, answering over a pipe. Messages to the worker: ``("task", epoch, index, item, predict_kwargs or None)``
+or ``None`` (stop); from it: ``("ready", pid)``, ``("fatal", text)`` (the pipeline did not load),
+``("result", epoch, index, ok, payload, timing)``."""
 
 from __future__ import annotations
 
@@ -31,12 +31,13 @@ def _sim_stats() -> Dict[str, float]:
     return simulated.stats()
 
 
-def _run_one(pipeline: Any, spec: WorkerSpec, item: Any) -> tuple:
+def _run_one(pipeline: Any, spec: WorkerSpec, item: Any, kwargs: Optional[Dict[str, Any]] = None) -> tuple:
     """(ok, payload, timing) for one input: the transformed results, or the error's type, text and traceback."""
     transform = spec.transform
     t0, c0, s0 = time.perf_counter(), time.process_time(), _sim_stats()
+    merged = {**spec.predict_kwargs, **(kwargs or {})}
     try:
-        results = [transform(r) if transform else r for r in pipeline.predict(item, **spec.predict_kwargs)]
+        results = [transform(r) if transform else r for r in pipeline.predict(item, **merged)]
         ok, payload = True, results
     except Exception as exc:  # reported for this input; the worker goes on with the next
         ok, payload = False, (type(exc).__name__, str(exc), traceback.format_exc())
@@ -71,8 +72,8 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
             break
         if msg is None:
             break
-        _, epoch, index, item = msg
-        ok, payload, timing = _run_one(pipeline, spec, item)
+        _, epoch, index, item, kwargs = msg
+        ok, payload, timing = _run_one(pipeline, spec, item, kwargs)
         try:
             conn.send(("result", epoch, index, ok, payload, timing))
         except Exception as exc:  # e.g. a result that does not pickle: report it as this input's error
