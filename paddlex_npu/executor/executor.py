@@ -82,7 +82,8 @@ class ParallelExecutor:
     arguments (default: the hpi ``om`` backend); each worker gets ``device="npu:<id>"`` and that ``device_id``.
     ``runtime``: ``PADDLEX_NPU_RUNTIME`` for the workers (``ais_bench``, ``reference``, ``simulated``).
     ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
-    ``result.json["res"]``). Workers start in the constructor; it returns when all are ready.
+    ``result.json["res"]``). ``stages``: each item's ``timing`` also holds its pre-processing, model and
+    post-processing seconds. Workers start in the constructor; it returns when all are ready.
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class ParallelExecutor:
         max_pending: Optional[int] = None,
         retries: int = 1,
         start_timeout: float = 900.0,
+        stages: bool = False,
     ) -> None:
         if workers_per_device < 1 or not devices:
             raise ValueError("need at least one device and one worker per device")
@@ -107,7 +109,7 @@ class ParallelExecutor:
         if runtime:
             worker_env["PADDLEX_NPU_RUNTIME"] = runtime
         self._specs = {
-            d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env)
+            d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env, stages)
             for d in devices
         }
         self.size = len(devices) * workers_per_device

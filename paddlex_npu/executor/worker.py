@@ -23,6 +23,7 @@ class WorkerSpec:
     predict_kwargs: Dict[str, Any] = field(default_factory=dict)
     transform: Optional[Callable[[Any], Any]] = None
     env: Dict[str, str] = field(default_factory=dict)
+    stages: bool = False  # time each predictor's pre-processing / model / post-processing (paddlex/stages.py)
 
 
 def _sim_stats() -> Dict[str, float]:
@@ -31,9 +32,12 @@ def _sim_stats() -> Dict[str, float]:
     return simulated.stats()
 
 
-def _run_one(pipeline: Any, spec: WorkerSpec, item: Any, kwargs: Optional[Dict[str, Any]] = None) -> tuple:
+def _run_one(
+    pipeline: Any, spec: WorkerSpec, item: Any, kwargs: Optional[Dict[str, Any]] = None, clock: Any = None
+) -> tuple:
     """(ok, payload, timing) for one input: the transformed results, or the error's type, text and traceback."""
     transform = spec.transform
+    stages0 = clock.totals() if clock is not None else {}
     t0, c0, s0 = time.perf_counter(), time.process_time(), _sim_stats()
     merged = {**spec.predict_kwargs, **(kwargs or {})}
     try:
@@ -46,6 +50,7 @@ def _run_one(pipeline: Any, spec: WorkerSpec, item: Any, kwargs: Optional[Dict[s
         "seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - c0,
         **{f"sim_{k}": s1[k] - s0[k] for k in ("calls", "computed", "device_ms", "replay_ms", "compute_ms")},
+        **{k: v - stages0[k] for k, v in (clock.totals() if clock is not None else {}).items()},
     }
     return ok, payload, timing
 
@@ -61,6 +66,11 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         if spec.transform is None:
             spec.transform = plain_result
         pipeline = create_on_device(spec.pipeline, spec.device_id, spec.create_kwargs)
+        clock = None
+        if spec.stages:
+            from ..paddlex.stages import instrument
+
+            clock = instrument(pipeline)
     except BaseException:
         conn.send(("fatal", traceback.format_exc()))
         return
@@ -73,7 +83,7 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         if msg is None:
             break
         _, epoch, index, item, kwargs = msg
-        ok, payload, timing = _run_one(pipeline, spec, item, kwargs)
+        ok, payload, timing = _run_one(pipeline, spec, item, kwargs, clock)
         try:
             conn.send(("result", epoch, index, ok, payload, timing))
         except Exception as exc:  # e.g. a result that does not pickle: report it as this input's error

@@ -5,9 +5,13 @@ from __future__ import annotations
 import copy
 import importlib
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Union
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
 
-from .patcher import install, is_installed
+from ..errors import ConfigError
+from .patcher import adapter, install, is_installed, paddlex_version
+
+MODEL_KEY = "model_dir"
 
 DEFAULT_CREATE_KWARGS: Dict[str, Any] = {"use_hpip": True, "hpi_config": {"backend": "om", "device_type": "npu"}}
 
@@ -30,18 +34,81 @@ def device_kwargs(create_kwargs: Optional[Dict[str, Any]], device_id: int) -> Di
     return kwargs
 
 
-def create_on_device(
-    pipeline: Union[str, Dict[str, Any]], device_id: int, create_kwargs: Optional[Dict[str, Any]] = None
-) -> Any:
-    """``paddlex.create_pipeline`` for a pipeline name, YAML path or config dict, on ``npu:<device_id>``."""
+def model_spec(model_dir: Any) -> Dict[str, Any]:
+    """One model folder as a pipeline stand-in for :func:`create_on_device`: ``{"model_dir", "model_name"}`` (the
+    name from its ``inference.yml``)."""
+    import yaml
+
+    with open(Path(model_dir) / "inference.yml", encoding="utf-8") as f:
+        name = (yaml.safe_load(f) or {}).get("Global", {}).get("model_name")
+    if not name:
+        raise ConfigError(f"{model_dir}/inference.yml has no Global.model_name: it is not a PaddleX model folder")
+    return {MODEL_KEY: str(model_dir), "model_name": name}
+
+
+def _create(pipeline: Union[str, Dict[str, Any]], kwargs: Dict[str, Any]) -> Any:
+    """``create_pipeline`` for a name, YAML path or config dict; ``create_model`` for a :func:`model_spec`."""
     if not is_installed():  # patches once even with the import hook pending (patcher.install, test_install.py)
         install()
-    from paddlex import create_pipeline
+    from paddlex import create_model, create_pipeline
 
-    kwargs = device_kwargs(create_kwargs, device_id)
+    if isinstance(pipeline, dict) and MODEL_KEY in pipeline:
+        return create_model(model_name=pipeline["model_name"], model_dir=pipeline[MODEL_KEY], **kwargs)
     if isinstance(pipeline, dict):
         return create_pipeline(config=pipeline, **kwargs)
     return create_pipeline(str(pipeline), **kwargs)
+
+
+def create_on_device(
+    pipeline: Union[str, Dict[str, Any]], device_id: int, create_kwargs: Optional[Dict[str, Any]] = None
+) -> Any:
+    """``paddlex.create_pipeline`` for a pipeline name, YAML path or config dict (``create_model`` for a
+    :func:`model_spec`), on ``npu:<device_id>``."""
+    return _create(pipeline, device_kwargs(create_kwargs, device_id))
+
+
+def load_config(pipeline: Union[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """A pipeline's config dict (a name or YAML path read by PaddleX); a dict or model spec as given."""
+    if isinstance(pipeline, dict):
+        return pipeline
+    from paddlex.inference.pipelines import load_pipeline_config
+
+    return load_pipeline_config(str(pipeline))
+
+
+def model_dirs(config: Dict[str, Any]) -> List[Path]:
+    """Every ``model_dir`` of a pipeline config (nested SubPipelines too), or the model spec's folder."""
+    if MODEL_KEY in config:
+        return [Path(config[MODEL_KEY])]
+    found = []
+    for key, value in config.items():
+        if key == "model_dir" and value:
+            found.append(Path(value))
+        elif isinstance(value, dict):
+            found += model_dirs(value)
+    return found
+
+
+CPU_ENGINES = {"onnxruntime": ("inference.onnx",), "paddle_static": ("inference.pdiparams",)}
+
+
+def cpu_route(pipeline: Union[str, Dict[str, Any]], engine: str) -> Any:
+    """The pipeline (or model) on PaddleX's own CPU engine (``onnxruntime``: 3.5+; ``paddle_static``: Paddle
+    Inference without oneDNN, which fails on PP-OCR det with paddlepaddle 3.3), or a :class:`ConfigError` saying
+    why that route does not apply (this PaddleX, or model folders without the engine's files)."""
+    config = load_config(pipeline)
+    need = CPU_ENGINES[engine]
+    missing = [str(d) for d in model_dirs(config) if not all((d / f).is_file() for f in need)]
+    if missing or not model_dirs(config):
+        raise ConfigError(f"{engine} needs {', '.join(need)} in each model folder; not in {', '.join(missing)}")
+    from paddlex.inference import PaddlePredictorOption
+
+    if adapter().name == "paddlex_34":
+        if engine != "paddle_static":
+            raise ConfigError(f"PaddleX {paddlex_version()} has no {engine} engine (3.5+)")
+        return _create(config, {"device": "cpu", "pp_option": PaddlePredictorOption(run_mode="paddle")})
+    extra = {"engine_config": {"run_mode": "paddle"}} if engine == "paddle_static" else {}
+    return _create(config, {"device": "cpu", "engine": engine, **extra})
 
 
 def plain_result(result: Any) -> Any:
