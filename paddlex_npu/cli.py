@@ -263,7 +263,10 @@ def _bar_chart(report) -> str:
 
 
 def _print_report(report) -> None:
-    print(f"machine: {report.cores} cores, {report.cpu}; PaddleX {report.paddlex}")
+    load = "/".join(f"{x:.1f}" for x in report.load_average)
+    print(f"machine: {report.cores} cores, {report.cpu}; PaddleX {report.paddlex}; load average {load} (start/end)")
+    if report.busy:
+        print(f"note: other work shared the {report.cores} cores (load above {report.cores}): figures are lower bounds")
     head = ("img/s", "x serial", "p50", "p95", "p99", "CPU ms", "CPU %", "pre", "model", "device", "post", "rest")
     print(f"{'route':<30}" + "".join(f"{h:>9}" for h in head) + f"{'unseen':>7}{'errors':>7}")
     for r in report.routes:

@@ -65,6 +65,12 @@ class BenchmarkReport:
     repeat: int
     routes: List[RouteFigures] = field(default_factory=list)
     skipped: Dict[str, str] = field(default_factory=dict)  # route -> why it did not run
+    load_average: List[float] = field(default_factory=list)  # the machine's 1-minute load, at start and at end
+
+    @property
+    def busy(self) -> bool:
+        """Whether other work shared the cores (load above the core count): throughput is then a lower bound."""
+        return max(self.load_average, default=0.0) > self.cores
 
     @property
     def serial(self) -> RouteFigures:
@@ -203,6 +209,7 @@ def run_benchmark(
     os.environ.update(env or {})
     os.environ["PADDLEX_NPU_RUNTIME"] = runtime
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
+    report.load_average.append(os.getloadavg()[0])
     serial = create_on_device(pipeline, 0, create_kwargs)
     try:
         report.routes.append(_in_process(SERIAL, "om", serial, inputs, repeat, progress))
@@ -214,4 +221,5 @@ def run_benchmark(
         ) as ex:
             report.routes.append(_executor(ex, inputs, repeat, k, progress))
     _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
+    report.load_average.append(os.getloadavg()[0])
     return report

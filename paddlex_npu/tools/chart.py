@@ -85,7 +85,9 @@ def render(report: BenchmarkReport) -> Image.Image:
     font, small = _font(18), _font(15)
     title = f"paddlex-npu benchmark: {report.inputs} inputs x {report.repeat}, runtime {report.runtime}"
     draw.text((MARGIN, 14), title, fill="black", font=font)
-    draw.text((MARGIN, 40), f"{report.cores} cores, {report.cpu}, PaddleX {report.paddlex}", fill="dimgray", font=small)
+    load = "/".join(f"{x:.1f}" for x in report.load_average)
+    machine = f"{report.cores} cores, {report.cpu}, PaddleX {report.paddlex}, load average {load} (start/end)"
+    draw.text((MARGIN, 40), machine, fill="dimgray", font=small)
     top = _throughput(draw, report, 76, font, small)
     bottom = _stages(draw, report, top, font, small)
     return image.crop((0, 0, WIDTH, bottom + 10))
