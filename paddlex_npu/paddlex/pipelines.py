@@ -12,6 +12,8 @@ from ..errors import ConfigError
 from .patcher import adapter, install, is_installed, paddlex_version
 
 MODEL_KEY = "model_dir"
+# engine_config given per engine ({"hpi": {...}, "paddle_static": {...}}) rather than flat
+ENGINE_BUCKETS = {"hpi", "om", "paddle", "paddle_static", "paddle_dynamic", "onnxruntime", "transformers"}
 
 DEFAULT_CREATE_KWARGS: Dict[str, Any] = {"use_hpip": True, "hpi_config": {"backend": "om", "device_type": "npu"}}
 
@@ -25,9 +27,8 @@ def device_kwargs(create_kwargs: Optional[Dict[str, Any]], device_id: int) -> Di
         cfg = kwargs.get(key)
         if not isinstance(cfg, dict):
             continue
-        buckets = [v for k, v in cfg.items() if k in ("hpi", "om") and isinstance(v, dict)]
-        if key == "engine_config" and any(isinstance(v, dict) for v in cfg.values()):
-            for bucket in buckets:  # bucketed: only the NPU route's buckets take a device id
+        if key == "engine_config" and set(cfg) & ENGINE_BUCKETS:  # bucketed: the NPU route's buckets only
+            for bucket in (cfg[k] for k in ("hpi", "om") if isinstance(cfg.get(k), dict)):
                 bucket["device_id"] = device_id
         else:
             cfg["device_id"] = device_id
