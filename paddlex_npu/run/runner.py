@@ -33,6 +33,8 @@ from .gears import (
 )
 from .session import OpenedSession, open_session
 
+TRIM_LOGS_EVERY = 4096  # session calls between two clears of the session's timing logs (OpenedSession.trim_logs)
+
 
 def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
     """Reorder inputs given in name-sorted order into the model's order (as PaddleX's ``sort_inputs``)."""
@@ -91,6 +93,7 @@ class OMRunner:
             fixed,
         )
         self._lock = threading.Lock()
+        self._calls = 0
 
     @property
     def mode(self) -> str:
@@ -139,6 +142,9 @@ class OMRunner:
         self._check_feeds(feeds)
         sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
         with self._lock, opened.call_guard():
+            self._calls += 1
+            if self._calls % TRIM_LOGS_EVERY == 0:  # the sessions' per-call timing logs: memory flat over time
+                opened.trim_logs()
             try:
                 outputs = self._call(opened.session, feeds, sizes)
             except RuntimeError as exc:

@@ -173,3 +173,18 @@ def test_gear_warmup_can_be_turned_off_and_dymshape_has_none(tmp_path, load_spy,
     make(_gear_package(tmp_path / "gears", [[8, 8], [16, 16]]), warmup_gears=False)
     make(package)  # dymshape: nothing to warm
     assert load_spy == [[], []]
+
+
+def test_the_sessions_timing_log_is_cleared_as_calls_go_on(package, monkeypatch):
+    """ais_bench appends one summary entry per execution for the life of the session; the runner clears it every
+    TRIM_LOGS_EVERY calls, so a long-running process does not grow."""
+    from paddlex_npu.run import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "TRIM_LOGS_EVERY", 4)
+    runner = make(package)
+    feeds = [np.zeros((1, 2), np.int32), np.zeros((1, 3, 8, 8), np.float32)]
+    lengths = []
+    for _ in range(10):
+        runner(feeds)
+        lengths.append(len(runner.session.summary().exec_time_list))
+    assert lengths == [1, 2, 3, 1, 2, 3, 4, 1, 2, 3]  # cleared just before calls 4 and 8
