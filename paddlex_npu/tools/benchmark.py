@@ -86,7 +86,9 @@ class BenchmarkReport:
         return {**asdict(self), "bound_images_per_s": self.bound()}
 
 
-def _figures(route: str, engine: str, workers: int, wall: float, lat: List[float], t: Dict[str, float], errors: int):
+def _figures(
+    route: str, engine: str, workers: int, wall: float, lat: List[float], t: Dict[str, float], errors: int
+) -> RouteFigures:
     n, cores = len(lat), os.cpu_count() or 1
     p50, p95, p99 = (float(np.percentile(lat, q)) * 1000.0 for q in (50, 95, 99))
     pre, model, post = (t.get(k, 0.0) * 1000.0 / n for k in _STAGE_KEYS)
@@ -137,7 +139,9 @@ def _in_process(
     return _figures(route, engine, 1, wall, lat, timing, 0)
 
 
-def _executor(ex: ParallelExecutor, inputs: Sequence[str], repeat: int, workers: int, progress: Progress):
+def _executor(
+    ex: ParallelExecutor, inputs: Sequence[str], repeat: int, workers: int, progress: Progress
+) -> RouteFigures:
     route = f"NPU executor, {workers} worker{'s' if workers > 1 else ''}"
     for _ in ex.map(list(inputs) * workers):  # warm-up: every worker sees inputs
         pass

@@ -4,12 +4,13 @@ route with the bound as a dashed line, and each route's time per image by stage.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 from PIL import Image, ImageDraw, ImageFont
 
 from .benchmark import BenchmarkReport
 
+Font = Any  # ImageFont.FreeTypeFont, or the default bitmap font
 WIDTH, ROW, LABEL_W, MARGIN = 1100, 34, 300, 24
 STAGES: List[Tuple[str, str, Tuple[int, int, int]]] = [
     ("pre_ms", "pre-processing", (86, 156, 214)),
@@ -19,7 +20,7 @@ STAGES: List[Tuple[str, str, Tuple[int, int, int]]] = [
 ]
 
 
-def _font(size: int) -> ImageFont.ImageFont:
+def _font(size: int) -> Font:
     for name in ("DejaVuSans.ttf", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"):
         try:
             return ImageFont.truetype(name, size)
@@ -33,7 +34,7 @@ def _dashed(draw: ImageDraw.ImageDraw, x: int, y0: int, y1: int, fill: Tuple[int
         draw.line([(x, y), (x, min(y + 5, y1))], fill=fill, width=2)
 
 
-def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font, small) -> int:
+def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: Font, small: Font) -> int:
     bound = report.bound()
     scale_max = max([r.images_per_s for r in report.routes] + [bound]) * 1.08
     plot_w = WIDTH - LABEL_W - 2 * MARGIN - 60
@@ -52,7 +53,7 @@ def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, fo
     return bottom + 40
 
 
-def _stages(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font, small) -> int:
+def _stages(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: Font, small: Font) -> int:
     routes = [r for r in report.routes if r.engine == "om"]  # the CPU engines' model time would dwarf them
     totals = [sum(getattr(r, key) for key, _, _ in STAGES) for r in routes]
     scale_max = max(totals + [1e-9]) * 1.08
