@@ -5,7 +5,10 @@ Runs, on the same ONNX file and the same inputs, (a) an ``onnxruntime.InferenceS
 ``InferSession``). The difference is what paddlex-npu adds per call: input ordering and dtype checks, the
 per-call ``custom_sizes``, the session contract's checks. Target: ratio >= 0.97.
 
-    python benchmarks/overhead.py [--seconds 5]
+Then the runner's own cost per call with a session that answers instantly (its ``infer`` returns outputs made
+beforehand): everything the route adds around a device call, with no model time to hide it. Target: < 50 µs.
+
+    python benchmarks/overhead.py [--seconds 5] [--instant-calls 20000]
 """
 
 from __future__ import annotations
@@ -34,15 +37,40 @@ def _rate(fn, seconds: float) -> float:
     return n / (time.perf_counter() - start)
 
 
+def instant_cost_us(folder, x: np.ndarray, calls: int, rounds: int = 5) -> float:
+    """Median over ``rounds`` of the runner's µs per call (``runner(x=[x])``) when the session answers at once."""
+    runner = build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig())
+    outputs = runner(x=[x])
+    session = runner.session
+    session.infer = lambda feeds, mode="dymshape", custom_sizes=None: outputs  # the instant session
+    per_call = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            runner(x=[x])
+        per_call.append((time.perf_counter() - start) / calls * 1e6)
+    runner.close()
+    return float(np.median(per_call))
+
+
 def main() -> int:
     import onnxruntime as ort
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per side and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--instant-calls", type=int, default=20000, help="calls per round with the instant session")
     args = parser.parse_args()
-
     root = assets.build_model_folders() / "om"
+    print(f"{'case':<18}{'runner µs/call, instant session':>34}")
+    instant = {}
+    for case, (model, shape) in CASES.items():
+        x = np.random.default_rng(0).random(shape, dtype=np.float32)
+        instant[case] = instant_cost_us(root / model, x, args.instant_calls)
+        print(f"{case:<18}{instant[case]:>34.1f}")
+    worst_us = max(instant.values())
+    print(f"worst {worst_us:.1f} µs per call (target < 50 µs): {'OK' if worst_us < 50 else 'ABOVE TARGET'}\n")
+
     print(f"{'case':<18}{'direct ORT /s':>14}{'NPU route /s':>14}{'ratio':>8}")
     worst = float("inf")
     for case, (model, shape) in CASES.items():

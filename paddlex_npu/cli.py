@@ -10,7 +10,7 @@ paddlex-npu doctor            what this machine lacks for the NPU route, and the
 paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
 paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
-paddlex-npu benchmark         throughput: the in-process pipeline vs the executor with K workers (simulated NPU)
+paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
 paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
@@ -280,95 +280,125 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _benchmark_inputs(args: argparse.Namespace):
-    """(pipeline config, input paths): the given ones, else the bundled OCR pipeline on rendered pages."""
+    """(pipeline config or model spec, input paths, {CPU engine: config}): the given ones, else the bundled OCR
+    pipeline on rendered pages (its Paddle model folders for paddle_static)."""
     import tempfile
 
+    from .paddlex.pipelines import model_spec
     from .testing import assets, env
 
     env.prepare(default_runtime=False)
-    config = str(args.pipeline) if args.pipeline else assets.ocr_pipeline_config(assets.build_model_folders() / "om")
+    engines = [e for e in args.engines.split(",") if e]
+    if args.model:
+        config = model_spec(args.model)
+        cpu = {e: config for e in engines}
+    elif args.pipeline:
+        config = str(args.pipeline)
+        cpu = {e: config for e in engines}
+    else:
+        root = assets.build_model_folders()
+        config = assets.ocr_pipeline_config(root / "om")
+        cpu = {e: assets.ocr_pipeline_config(root / ("paddle" if e == "paddle_static" else "om")) for e in engines}
     if args.inputs:
         paths = sorted(str(p) for p in Path(args.inputs).iterdir() if p.is_file())
     else:
         folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
         paths = [str(p) for p in assets.render_pages(folder, args.pages)]
-    return config, paths
+    return config, paths, cpu
 
 
 def _bar_chart(report) -> str:
     best = max(r.images_per_s for r in report.routes)
     rows = [
-        f"{r.route:<24} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
+        f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
     ]
     return "\n".join(rows)
 
 
-def _plot(report, out: Path) -> str:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return f"no chart written to {out}: matplotlib is not installed (pip install matplotlib)"
-    fig, ax = plt.subplots(figsize=(7, 3))
-    ax.barh([r.route for r in report.routes], [r.images_per_s for r in report.routes])
-    ax.axvline(report.bound(), linestyle="--", color="grey", label="bound")
-    ax.set_xlabel("images/s")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out)
-    return f"chart written to {out}"
+def _print_report(report) -> None:
+    load = "/".join(f"{x:.1f}" for x in report.load_average)
+    print(f"machine: {report.cores} cores, {report.cpu}; PaddleX {report.paddlex}; load average {load} (start/end)")
+    if report.busy:
+        print(f"note: other work shared the {report.cores} cores (load above {report.cores}): figures are lower bounds")
+    head = ("img/s", "x serial", "p50", "p95", "p99", "CPU ms", "CPU %", "pre", "model", "device", "post", "rest")
+    print(f"{'route':<30}" + "".join(f"{h:>9}" for h in head) + f"{'unseen':>7}{'errors':>7}")
+    for r in report.routes:
+        cells = (r.images_per_s, r.images_per_s / report.serial.images_per_s, r.p50_ms, r.p95_ms, r.p99_ms)
+        cells += (r.cpu_ms, r.cpu_percent, r.pre_ms, r.model_ms, r.device_ms, r.post_ms, r.other_ms)
+        print(f"{r.route:<30}" + "".join(f"{c:>9.2f}" for c in cells) + f"{r.computed:>7}{r.errors:>7}")
+    print("(latency and stage times in ms per image; stages measured in the process that ran the input)")
+    for route, why in report.skipped.items():
+        print(f"{route}: skipped: {why}")
+    bound = report.bound()
+    npu = [r for r in report.routes if r.engine == "om"]
+    best = max(npu, key=lambda r: r.images_per_s)
+    print(
+        f"bound min(1/device, cores/CPU) per image: {bound:.2f} img/s; best NPU route: {best.route}, "
+        f"{best.images_per_s:.2f} img/s = {100 * best.images_per_s / bound:.0f}% of it, "
+        f"{best.images_per_s / report.serial.images_per_s:.2f}x serial"
+    )
+    print(_bar_chart(report))
 
 
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     import json
-
-    from .tools.benchmark import run_benchmark
-
-    config, paths = _benchmark_inputs(args)
-    workers = [int(k) for k in args.workers.split(",")]
-    print(f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, workers {workers}")
     import tempfile
 
+    from tqdm import tqdm
+
+    from .tools.benchmark import run_benchmark
+    from .tools.chart import save
+
+    config, paths, cpu = _benchmark_inputs(args)
+    workers = [int(k) for k in args.workers.split(",")]
+    print(f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, workers {workers}")
     # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
     env = {} if os.environ.get("PADDLEX_NPU_SIM_LOCKS") else {"PADDLEX_NPU_SIM_LOCKS": tempfile.mkdtemp()}
-    report = run_benchmark(config, paths, workers=workers, repeat=args.repeat, runtime=args.runtime, env=env)
-    print(f"machine: {report.cores} cores, {report.cpu}")
-    print(
-        f"{'route':<24}{'img/s':>8}{'x serial':>9}{'p50 ms':>8}{'p95 ms':>8}{'p99 ms':>8}{'CPU ms':>8}"
-        f"{'dev ms':>8}{'sim ms':>8}{'unseen':>7}{'errors':>7}"
-    )
-    for r in report.routes:
-        print(
-            f"{r.route:<24}{r.images_per_s:>8.2f}{r.images_per_s / report.serial.images_per_s:>9.2f}{r.p50_ms:>8.1f}"
-            f"{r.p95_ms:>8.1f}{r.p99_ms:>8.1f}{r.cpu_ms:>8.1f}{r.device_ms:>8.2f}{r.sim_overhead_ms:>8.2f}"
-            f"{r.computed:>7}{r.errors:>7}"
+    total = (1 + len(workers) + len(cpu)) * args.repeat * len(paths)
+    with tqdm(total=total, unit="img", desc="benchmark", file=sys.stderr, disable=args.no_progress) as bar:
+
+        def progress(route: str, n: int) -> None:
+            bar.set_description(route, refresh=False)
+            bar.update(n)
+
+        report = run_benchmark(
+            config,
+            paths,
+            workers=workers,
+            repeat=args.repeat,
+            runtime=args.runtime,
+            env=env,
+            cpu_pipelines=cpu,
+            progress=progress,
         )
-    bound = report.bound()
-    best = max(report.routes[1:], key=lambda r: r.images_per_s, default=report.serial)
-    print(
-        f"bound min(1/device, cores/CPU) per image: {bound:.2f} img/s; best executor: {best.images_per_s:.2f} img/s "
-        f"= {100 * best.images_per_s / bound:.0f}% of it, {best.images_per_s / report.serial.images_per_s:.2f}x serial"
-    )
-    print(_bar_chart(report))
+    _print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report.as_dict(), indent=2))
         print(f"figures written to {args.json}")
     if args.plot:
-        print(_plot(report, Path(args.plot)))
+        print(f"chart written to {save(report, Path(args.plot))}")
     return 0
 
 
 def _benchmark_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pipeline", type=Path, help="pipeline YAML (default: the bundled PP-OCRv4 OCR pipeline)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--pipeline", type=Path, help="pipeline name or YAML (default: the bundled PP-OCRv4 OCR pipeline)"
+    )
+    what.add_argument("--model", type=Path, help="one model folder (an OM package; inference.yml names the model)")
     p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
     p.add_argument("--pages", type=int, default=8, help="rendered pages when --inputs is not given (default 8)")
     p.add_argument("--repeat", type=int, default=3, help="timed passes over the inputs per route (default 3)")
     p.add_argument("--workers", default="1,2,3", help="worker counts for the executor (default 1,2,3)")
     p.add_argument("--runtime", default="simulated", choices=("simulated", "reference", "ais_bench"))
+    p.add_argument(
+        "--engines",
+        default="onnxruntime,paddle_static",
+        help="PaddleX's own CPU engines to compare, comma-separated; '' for none (default onnxruntime,paddle_static)",
+    )
     p.add_argument("--json", help="write the figures to this JSON file")
-    p.add_argument("--plot", help="write a bar chart PNG here (needs matplotlib)")
+    p.add_argument("--plot", help="write a chart PNG here (throughput and time per stage by route)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -541,7 +571,10 @@ COMMANDS = (
         "selftest", "hardware acceptance: the route on the NPU vs the reference runtime", _cmd_selftest, _selftest_args
     ),
     Command(
-        "benchmark", "throughput: in-process pipeline vs the executor (K workers)", _cmd_benchmark, _benchmark_args
+        "benchmark",
+        "throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines",
+        _cmd_benchmark,
+        _benchmark_args,
     ),
     Command(
         "serve", "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU", _cmd_serve, _serve_args

@@ -36,6 +36,9 @@ class OMBackendConfig(BaseModel):
         None, description="bytes reserved per output, in (0, 16 GiB]; default: computed per call from the input shapes"
     )
     warmup_runs: int = Field(0, ge=0, description="inferences run at load time on zero inputs")
+    warmup_gears: bool = Field(
+        True, description="run every gear of a gear or static OM once at load, on zero inputs (each timed and logged)"
+    )
     warmup_shapes: Optional[Dict[str, List[PositiveInt]]] = Field(
         None, description="input name -> shape used for warm-up (default: dynamic dims set to 1 / 64)"
     )

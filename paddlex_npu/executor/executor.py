@@ -65,6 +65,7 @@ class _Task:
     index: int
     item: Any
     attempts: int = 1
+    kwargs: Optional[Dict[str, Any]] = None
 
 
 @dataclass
@@ -84,7 +85,8 @@ class ParallelExecutor:
     arguments (default: the hpi ``om`` backend); each worker gets ``device="npu:<id>"`` and that ``device_id``.
     ``runtime``: ``PADDLEX_NPU_RUNTIME`` for the workers (``ais_bench``, ``reference``, ``simulated``).
     ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
-    ``result.json["res"]``). Workers start in the constructor; it returns when all are ready.
+    ``result.json["res"]``). ``stages``: each item's ``timing`` also holds its pre-processing, model and
+    post-processing seconds. Workers start in the constructor; it returns when all are ready.
     """
 
     def __init__(
@@ -102,6 +104,7 @@ class ParallelExecutor:
         max_pending: Optional[int] = None,
         retries: int = 1,
         start_timeout: float = 900.0,
+        stages: bool = False,
     ) -> None:
         if workers_per_device < 1 or not devices:
             raise ValueError("need at least one device and one worker per device")
@@ -109,7 +112,7 @@ class ParallelExecutor:
         if runtime:
             worker_env["PADDLEX_NPU_RUNTIME"] = runtime
         self._specs = {
-            d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env)
+            d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env, stages)
             for d in devices
         }
         self.size = len(devices) * workers_per_device
@@ -178,13 +181,15 @@ class ParallelExecutor:
             )
 
     # ---- running -----------------------------------------------------------------------------------------
-    def map(self, inputs: Iterable[Any]) -> Iterator[ItemResult]:
-        """Run every input; yield one :class:`ItemResult` per input, in input order."""
+    def map(self, inputs: Iterable[Any], predict_kwargs: Optional[Dict[str, Any]] = None) -> Iterator[ItemResult]:
+        """Run every input; yield one :class:`ItemResult` per input, in input order. ``predict_kwargs`` (this
+        call's ``pipeline.predict`` keywords) are added to the executor's own."""
         if self._closed:
             raise ExecutorError("the executor is closed")
         self._epoch += 1
+        kwargs = dict(predict_kwargs) if predict_kwargs else None
         with _ctrl_c_remembered() as pressed:
-            run = _Run(self, self._epoch, iter(inputs), pressed)
+            run = _Run(self, self._epoch, iter(inputs), pressed, kwargs)
             try:
                 yield from run.results()  # if the caller stops early, results in flight are dropped by epoch
             except BaseException as exc:  # Ctrl-C, or an error of the input iterable: stop the workers
@@ -258,8 +263,15 @@ def _stop_all(workers: List[_Worker]) -> None:
 class _Run:
     """The state of one :meth:`ParallelExecutor.map` call."""
 
-    def __init__(self, ex: ParallelExecutor, epoch: int, inputs: Iterator[Any], pressed: threading.Event) -> None:
-        self.ex, self.epoch, self.inputs, self.pressed = ex, epoch, inputs, pressed
+    def __init__(
+        self,
+        ex: ParallelExecutor,
+        epoch: int,
+        inputs: Iterator[Any],
+        pressed: threading.Event,
+        kwargs: Optional[Dict[str, Any]],
+    ) -> None:
+        self.ex, self.epoch, self.inputs, self.pressed, self.kwargs = ex, epoch, inputs, pressed, kwargs
         self.next_in = self.next_out = 0
         self.exhausted = False
         self.retry: Deque[_Task] = collections.deque()
@@ -289,7 +301,7 @@ class _Run:
         except StopIteration:
             self.exhausted = True
             return None
-        task = _Task(self.epoch, self.next_in, item)
+        task = _Task(self.epoch, self.next_in, item, kwargs=self.kwargs)
         self.items[task.index] = item
         self.next_in += 1
         return task
@@ -319,7 +331,7 @@ class _Run:
                     return
                 worker = idle[0]
             worker.inflight.append(task)
-            worker.conn.send(("task", task.epoch, task.index, task.item))
+            worker.conn.send(("task", task.epoch, task.index, task.item, task.kwargs))
 
     def _receive(self) -> None:
         """Wait for a worker's message or death and handle it (a dead worker's last messages first)."""

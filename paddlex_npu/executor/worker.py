@@ -1,7 +1,7 @@
 """The worker process of the executor: one PaddleX pipeline (its own sessions) on one device, one input at a
-time, answering over a pipe. Messages to the worker: ``("task", epoch, index, item)`` or ``None`` (stop);
-from it: ``("ready", pid)``, ``("fatal", text)`` (the pipeline did not load), ``("result", epoch, index, ok,
-payload, timing)``."""
+time, answering over a pipe. Messages to the worker: ``("task", epoch, index, item, predict_kwargs or None)``
+or ``None`` (stop); from it: ``("ready", pid)``, ``("fatal", text)`` (the pipeline did not load),
+``("result", epoch, index, ok, payload, timing)``."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class WorkerSpec:
     predict_kwargs: Dict[str, Any] = field(default_factory=dict)
     transform: Optional[Callable[[Any], Any]] = None
     env: Dict[str, str] = field(default_factory=dict)
+    stages: bool = False  # time each predictor's pre-processing / model / post-processing (paddlex/stages.py)
 
 
 def _sim_stats() -> Dict[str, float]:
@@ -31,12 +32,16 @@ def _sim_stats() -> Dict[str, float]:
     return simulated.stats()
 
 
-def _run_one(pipeline: Any, spec: WorkerSpec, item: Any) -> tuple:
+def _run_one(
+    pipeline: Any, spec: WorkerSpec, item: Any, kwargs: Optional[Dict[str, Any]] = None, clock: Any = None
+) -> tuple:
     """(ok, payload, timing) for one input: the transformed results, or the error's type, text and traceback."""
     transform = spec.transform
+    stages0 = clock.totals() if clock is not None else {}
     t0, c0, s0 = time.perf_counter(), time.process_time(), _sim_stats()
+    merged = {**spec.predict_kwargs, **(kwargs or {})}
     try:
-        results = [transform(r) if transform else r for r in pipeline.predict(item, **spec.predict_kwargs)]
+        results = [transform(r) if transform else r for r in pipeline.predict(item, **merged)]
         ok, payload = True, results
     except Exception as exc:  # reported for this input; the worker goes on with the next
         ok, payload = False, (type(exc).__name__, str(exc), traceback.format_exc())
@@ -45,6 +50,7 @@ def _run_one(pipeline: Any, spec: WorkerSpec, item: Any) -> tuple:
         "seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - c0,
         **{f"sim_{k}": s1[k] - s0[k] for k in ("calls", "computed", "device_ms", "replay_ms", "compute_ms")},
+        **{k: v - stages0[k] for k, v in (clock.totals() if clock is not None else {}).items()},
     }
     return ok, payload, timing
 
@@ -60,6 +66,11 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         if spec.transform is None:
             spec.transform = plain_result
         pipeline = create_on_device(spec.pipeline, spec.device_id, spec.create_kwargs)
+        clock = None
+        if spec.stages:
+            from ..paddlex.stages import instrument
+
+            clock = instrument(pipeline)
     except BaseException:
         conn.send(("fatal", traceback.format_exc()))
         return
@@ -71,8 +82,8 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
             break
         if msg is None:
             break
-        _, epoch, index, item = msg
-        ok, payload, timing = _run_one(pipeline, spec, item)
+        _, epoch, index, item, kwargs = msg
+        ok, payload, timing = _run_one(pipeline, spec, item, kwargs, clock)
         try:
             conn.send(("result", epoch, index, ok, payload, timing))
         except Exception as exc:  # e.g. a result that does not pickle: report it as this input's error

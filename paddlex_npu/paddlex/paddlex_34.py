@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import build_om_runner
 from ..run.session import resolve_runtime_name
-from . import routing
+from . import multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -135,6 +135,7 @@ class Paddlex34Adapter(Adapter):
         record.set_attr(
             BasePredictor, "create_static_infer", wrap_bound(BasePredictor.create_static_infer, _create_static_infer)
         )
+        multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
 
 
 ADAPTER = Paddlex34Adapter()

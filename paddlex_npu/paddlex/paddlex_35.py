@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import OMRunner, build_om_runner
 from ..run.session import resolve_runtime_name
-from . import routing
+from . import multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -246,6 +246,7 @@ class Paddlex35Adapter(Adapter):
         # create_predictor`, PaddleOCR's, ...), not only the defining module
         record.set_everywhere(original, wrap_bound(original, self._create_predictor))
         record.on_apply_and_revert(_clear_engine_caches)
+        multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, Optional, Union
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
 
-from .patcher import install, is_installed
+from ..errors import ConfigError
+from .patcher import adapter, install, is_installed, paddlex_version
+
+MODEL_KEY = "model_dir"
+# engine_config given per engine ({"hpi": {...}, "paddle_static": {...}}) rather than flat
+ENGINE_BUCKETS = {"hpi", "om", "paddle", "paddle_static", "paddle_dynamic", "onnxruntime", "transformers"}
 
 DEFAULT_CREATE_KWARGS: Dict[str, Any] = {"use_hpip": True, "hpi_config": {"backend": "om", "device_type": "npu"}}
 
@@ -16,24 +24,92 @@ def device_kwargs(create_kwargs: Optional[Dict[str, Any]], device_id: int) -> Di
     kwargs = copy.deepcopy(DEFAULT_CREATE_KWARGS if create_kwargs is None else create_kwargs)
     kwargs["device"] = f"npu:{device_id}"
     for key in ("hpi_config", "engine_config"):
-        if isinstance(kwargs.get(key), dict):
-            kwargs[key]["device_id"] = device_id
+        cfg = kwargs.get(key)
+        if not isinstance(cfg, dict):
+            continue
+        if key == "engine_config" and set(cfg) & ENGINE_BUCKETS:  # bucketed: the NPU route's buckets only
+            for bucket in (cfg[k] for k in ("hpi", "om") if isinstance(cfg.get(k), dict)):
+                bucket["device_id"] = device_id
+        else:
+            cfg["device_id"] = device_id
     return kwargs
+
+
+def model_spec(model_dir: Any) -> Dict[str, Any]:
+    """One model folder as a pipeline stand-in for :func:`create_on_device`: ``{"model_dir", "model_name"}`` (the
+    name from its ``inference.yml``)."""
+    import yaml
+
+    with open(Path(model_dir) / "inference.yml", encoding="utf-8") as f:
+        name = (yaml.safe_load(f) or {}).get("Global", {}).get("model_name")
+    if not name:
+        raise ConfigError(f"{model_dir}/inference.yml has no Global.model_name: it is not a PaddleX model folder")
+    return {MODEL_KEY: str(model_dir), "model_name": name}
+
+
+def _create(pipeline: Union[str, Dict[str, Any]], kwargs: Dict[str, Any]) -> Any:
+    """``create_pipeline`` for a name, YAML path or config dict; ``create_model`` for a :func:`model_spec`."""
+    if not is_installed():  # patches once even with the import hook pending (patcher.install, test_install.py)
+        install()
+    from paddlex import create_model, create_pipeline
+
+    if isinstance(pipeline, dict) and MODEL_KEY in pipeline:
+        return create_model(model_name=pipeline["model_name"], model_dir=pipeline[MODEL_KEY], **kwargs)
+    if isinstance(pipeline, dict):
+        return create_pipeline(config=pipeline, **kwargs)
+    return create_pipeline(str(pipeline), **kwargs)
 
 
 def create_on_device(
     pipeline: Union[str, Dict[str, Any]], device_id: int, create_kwargs: Optional[Dict[str, Any]] = None
 ) -> Any:
-    """``paddlex.create_pipeline`` for a pipeline name, YAML path or config dict, on ``npu:<device_id>``."""
-    from paddlex import create_pipeline  # first: importing PaddleX runs the auto-install hook, if armed
+    """``paddlex.create_pipeline`` for a pipeline name, YAML path or config dict (``create_model`` for a
+    :func:`model_spec`), on ``npu:<device_id>``."""
+    return _create(pipeline, device_kwargs(create_kwargs, device_id))
 
-    if not is_installed():
-        install()
 
-    kwargs = device_kwargs(create_kwargs, device_id)
+def load_config(pipeline: Union[str, Dict[str, Any]]) -> Dict[str, Any]:
+    """A pipeline's config dict (a name or YAML path read by PaddleX); a dict or model spec as given."""
     if isinstance(pipeline, dict):
-        return create_pipeline(config=pipeline, **kwargs)
-    return create_pipeline(str(pipeline), **kwargs)
+        return pipeline
+    from paddlex.inference.pipelines import load_pipeline_config
+
+    return load_pipeline_config(str(pipeline))
+
+
+def model_dirs(config: Dict[str, Any]) -> List[Path]:
+    """Every ``model_dir`` of a pipeline config (nested SubPipelines too), or the model spec's folder."""
+    if MODEL_KEY in config:
+        return [Path(config[MODEL_KEY])]
+    found = []
+    for key, value in config.items():
+        if key == "model_dir" and value:
+            found.append(Path(value))
+        elif isinstance(value, dict):
+            found += model_dirs(value)
+    return found
+
+
+CPU_ENGINES = {"onnxruntime": ("inference.onnx",), "paddle_static": ("inference.pdiparams",)}
+
+
+def cpu_route(pipeline: Union[str, Dict[str, Any]], engine: str) -> Any:
+    """The pipeline (or model) on PaddleX's own CPU engine (``onnxruntime``: 3.5+; ``paddle_static``: Paddle
+    Inference without oneDNN, which fails on PP-OCR det with paddlepaddle 3.3), or a :class:`ConfigError` saying
+    why that route does not apply (this PaddleX, or model folders without the engine's files)."""
+    config = load_config(pipeline)
+    need = CPU_ENGINES[engine]
+    missing = [str(d) for d in model_dirs(config) if not all((d / f).is_file() for f in need)]
+    if missing or not model_dirs(config):
+        raise ConfigError(f"{engine} needs {', '.join(need)} in each model folder; not in {', '.join(missing)}")
+    from paddlex.inference import PaddlePredictorOption
+
+    if adapter().name == "paddlex_34":
+        if engine != "paddle_static":
+            raise ConfigError(f"PaddleX {paddlex_version()} has no {engine} engine (3.5+)")
+        return _create(config, {"device": "cpu", "pp_option": PaddlePredictorOption(run_mode="paddle")})
+    extra = {"engine_config": {"run_mode": "paddle"}} if engine == "paddle_static" else {}
+    return _create(config, {"device": "cpu", "engine": engine, **extra})
 
 
 def plain_result(result: Any) -> Any:
@@ -43,3 +119,41 @@ def plain_result(result: Any) -> Any:
     if isinstance(data, dict):
         return data.get("res", data)
     return result
+
+
+@dataclass
+class PortableResult:
+    """A PaddleX result object as data that pickles (result objects hold weak methods that do not): its class,
+    by module and name, and its items (nested result objects too)."""
+
+    module: str
+    name: str
+    data: Dict[str, Any]
+
+
+def portable_result(result: Any) -> Any:
+    """A PaddleX result (a ``dict`` subclass) as a :class:`PortableResult`, recursively; other values unchanged."""
+    if isinstance(result, dict):
+        items = {k: portable_result(v) for k, v in result.items()}
+        if type(result) is dict:
+            return items
+        return PortableResult(type(result).__module__, type(result).__qualname__, items)
+    if isinstance(result, list):
+        return [portable_result(v) for v in result]
+    return result
+
+
+def restore_result(value: Any) -> Any:
+    """The PaddleX result object a :func:`portable_result` came from (a plain dict if its class cannot be
+    rebuilt from its items)."""
+    if isinstance(value, PortableResult):
+        items = {k: restore_result(v) for k, v in value.data.items()}
+        try:
+            return getattr(importlib.import_module(value.module), value.name)(items)
+        except Exception:  # noqa: BLE001 - a result class that does not take its items: keep the data
+            return items
+    if isinstance(value, dict):
+        return {k: restore_result(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [restore_result(v) for v in value]
+    return value

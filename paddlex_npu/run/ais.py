@@ -48,6 +48,17 @@ def load_session_class() -> type:
     return InferSession
 
 
+def reset_memory_summary() -> None:
+    """Clear ais_bench's ``MemorySummary`` (H2D/D2H copy times, appended per copy), where this ais_bench has it."""
+    try:
+        from ais_bench.infer.interface import MemorySummary
+    except ImportError:
+        return
+    reset = getattr(MemorySummary, "reset", None)
+    if callable(reset):
+        reset()
+
+
 def features(session_cls: type) -> Dict[str, bool]:
     """Which API generation the installed ais_bench has."""
     infer_params = inspect.signature(session_cls.infer).parameters

@@ -11,6 +11,7 @@ dtypes. This module imports no PaddleX: the version adapters wrap it.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -31,6 +32,8 @@ from .gears import (
     run_with_gears,
 )
 from .session import OpenedSession, open_session
+
+TRIM_LOGS_EVERY = 4096  # session calls between two clears of the session's timing logs (OpenedSession.trim_logs)
 
 
 def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
@@ -91,6 +94,7 @@ class OMRunner:
         )
         self._lock = threading.Lock()
         self._fit_warned = False
+        self._calls = 0
 
     @property
     def mode(self) -> str:
@@ -161,6 +165,9 @@ class OMRunner:
         self._check_feeds(feeds)
         sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
         with self._lock, opened.call_guard():
+            self._calls += 1
+            if self._calls % TRIM_LOGS_EVERY == 0:  # the sessions' per-call timing logs: memory flat over time
+                opened.trim_logs()
             try:
                 outputs = self._call(opened.session, feeds, sizes)
             except RuntimeError as exc:
@@ -211,6 +218,21 @@ class OMRunner:
         for _ in range(runs):
             self.infer(feeds, learn=False)
         logger.info("%s: %d warm-up run(s) done", self.name, runs)
+
+    def warmup_gears(self) -> List[float]:
+        """One call per gear (static: the one shape) on zero inputs of exactly that gear's shapes, so that the
+        first request on a gear does not pay its first-run cost; returns and logs each gear's seconds."""
+        if self.mode == "dymshape":
+            return []
+        times = []
+        for gear in self.manifest.gear_shapes():
+            feeds = [np.zeros(shape, dtype=dt) for shape, dt in zip(gear, self._in_dtypes)]
+            t0 = time.perf_counter()
+            self._run_session(feeds, learn=False)
+            times.append(time.perf_counter() - t0)
+            logger.info("%s: warm-up of gear %s took %.1f ms", self.name, gear, times[-1] * 1000.0)
+        logger.info("%s: %d gear(s) warmed up in %.1f ms", self.name, len(times), sum(times) * 1000.0)
+        return times
 
     def close(self) -> None:
         opened, self._opened = self._opened, None
@@ -335,6 +357,8 @@ def build_om_runner(
         runtime,
         runner.input_names,
     )
+    if config.warmup_gears:
+        runner.warmup_gears()
     if config.warmup_runs:
         runner.warmup(config.warmup_runs, config.warmup_shapes)
     return runner

@@ -79,6 +79,21 @@ class OpenedSession:
     session: Session
     call_guard: Callable[[], ContextManager[None]]
 
+    def trim_logs(self) -> None:
+        """Clear the timing logs that grow by one entry per execution for the life of the session: the session's
+        ``summary().exec_time_list`` (``reset_summaryinfo``, ``reset_sumaryinfo`` before ait 2023-10) and, on the
+        device, ais_bench's process-wide ``MemorySummary`` H2D/D2H lists. Nothing of paddlex-npu reads them;
+        left alone they grow without bound in a long-running process."""
+        for name in ("reset_summaryinfo", "reset_sumaryinfo"):
+            reset = getattr(self.session, name, None)
+            if callable(reset):
+                reset()
+                break
+        if self.runtime == "ais_bench":
+            from . import ais
+
+            ais.reset_memory_summary()
+
 
 def open_session(
     runtime: str,

@@ -75,8 +75,11 @@ def test_selftest_without_an_npu_says_what_it_cannot_check_and_fails(tmp_path, a
 
 
 def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
-    """Runs end to end and writes its figures (no speed assertion: figures are printed, not tested)."""
+    """Runs every route end to end and writes its figures and chart (no speed assertion: figures are printed,
+    not tested). PaddleX's onnxruntime engine exists on 3.5+ only: on 3.4 that route is skipped with the reason."""
     import json
+
+    from PIL import Image
 
     out = _cli(
         "benchmark",
@@ -88,10 +91,19 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
         "1",
         "--json",
         str(tmp_path / "b.json"),
+        "--plot",
+        str(tmp_path / "b.png"),
         env={**os.environ, "PADDLEX_NPU_SIM_STORE": str(tmp_path / "store")},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     figures = json.loads((tmp_path / "b.json").read_text())
-    assert [r["route"] for r in figures["routes"]] == ["serial (in-process)", "executor, 1 worker(s)"]
+    routes = [r["route"] for r in figures["routes"]] + list(figures["skipped"])
+    assert routes[:2] == ["NPU serial", "NPU executor, 1 worker"]
+    assert sorted(routes[2:]) == ["PaddleX onnxruntime (CPU)", "PaddleX paddle_static (CPU)"]
     assert all(r["errors"] == 0 and r["computed"] == 0 and r["images"] == 2 for r in figures["routes"])
-    assert "img/s" in out.stdout and "bound" in out.stdout
+    for r in figures["routes"]:
+        assert r["model_ms"] > 0 and r["pre_ms"] > 0 and r["post_ms"] > 0 and r["cpu_percent"] > 0, r
+    assert figures["routes"][0]["device_ms"] > 0
+    assert all("3.5+" in why for why in figures["skipped"].values()), figures["skipped"]
+    assert "img/s" in out.stdout and "bound" in out.stdout and "%|" in out.stderr  # the progress bar
+    assert Image.open(tmp_path / "b.png").size[0] > 800

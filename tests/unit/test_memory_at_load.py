@@ -1,4 +1,5 @@
-"""Loading a gear or static OM package runs no model (beyond the configured warm-up), and a gear whose buffers
+"""Loading a gear or static OM package runs no model beyond the configured warm-up (every gear once, by
+default), and a gear whose buffers
 exceed the memory budget is refused at load, naming the gear and the budget."""
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _load(package, **cfg):
 
 
 def test_loading_runs_no_model_and_output_sizes_come_from_shape_inference(package, runs):
-    runner = _load(package, manifest=_manifest((8, 8), (64, 128)))
+    runner = _load(package, manifest=_manifest((8, 8), (64, 128)), warmup_gears=False)
     assert runs == []  # nothing ran at load
     assert [d.size for d in runner.session.get_outputs()] == [3 * 64 * 128 * 4, 2 * 4]  # the largest gear's
     out = runner([np.ones((1, 2), np.int32), np.ones((1, 3, 8, 8), np.float32)])
@@ -56,8 +57,11 @@ def test_loading_runs_no_model_and_output_sizes_come_from_shape_inference(packag
 
 
 def test_warmup_runs_only_what_is_configured(package, runs):
-    _load(package, manifest=_manifest((8, 8), (64, 128)), warmup_runs=2)
+    _load(package, manifest=_manifest((8, 8), (64, 128)), warmup_runs=2, warmup_gears=False)
     assert len(runs) == 2
+    runs.clear()
+    _load(package, manifest=_manifest((8, 8), (64, 128)))  # the default: each gear once
+    assert runs == [[[1, 3, 8, 8], [1, 2]], [[1, 3, 64, 128], [1, 2]]]
 
 
 def test_a_gear_above_the_memory_budget_is_refused_at_load(package, runs, monkeypatch):
@@ -72,7 +76,8 @@ def test_a_gear_above_the_memory_budget_is_refused_at_load(package, runs, monkey
     monkeypatch.setenv("PADDLEX_NPU_MEMORY_BUDGET", str(6 * 1024**3))
     with pytest.raises(ConfigError, match=r"budget of 6144.0 MiB \(\$PADDLEX_NPU_MEMORY_BUDGET\)"):
         _load(package, manifest=_manifest((32, 32), (20000, 20000)))
-    _load(package, manifest=_manifest((32, 32), (20000, 20000)), memory_budget=10 * 1024**3)  # loads, runs nothing
+    big = _manifest((32, 32), (20000, 20000))
+    _load(package, manifest=big, memory_budget=10 * 1024**3, warmup_gears=False)  # loads, runs nothing
     assert runs == []
     monkeypatch.setenv("PADDLEX_NPU_MEMORY_BUDGET", "lots")
     with pytest.raises(ConfigError, match="PADDLEX_NPU_MEMORY_BUDGET='lots' is not a positive number of bytes"):

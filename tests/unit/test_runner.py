@@ -120,3 +120,71 @@ def test_data_dependent_outputs_run_in_dymshape_and_a_static_manifest_is_refused
     )
     with pytest.raises(ConfigError, match=r"data-dependent shapes.*only in dymshape"):
         make(tmp_path)
+
+
+def _gear_package(tmp_path, gears):
+    import json
+
+    from tests.onnx_models import image_model
+
+    image_model(tmp_path / "inference.onnx")
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    manifest = {"schema": "paddlex-npu/om-manifest/1", "mode": "dymhw"}
+    manifest.update(inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=gears)
+    (tmp_path / "inference.om.json").write_text(json.dumps(manifest))
+    return tmp_path
+
+
+@pytest.fixture()
+def load_spy(monkeypatch):
+    """Every session call made while runners load (the spy is on from the session's creation)."""
+    import contextlib
+
+    from paddlex_npu.run import runner as runner_module
+
+    calls, stack = [], contextlib.ExitStack()
+    original = runner_module.open_session
+
+    def open_and_spy(*args, **kwargs):
+        opened = original(*args, **kwargs)
+        calls.append(stack.enter_context(spy_session(opened.session)))
+        return opened
+
+    monkeypatch.setattr(runner_module, "open_session", open_and_spy)
+    with stack:
+        yield calls
+
+
+def test_every_gear_reaches_the_session_once_at_load_and_is_logged(tmp_path, load_spy, caplog):
+    gears = [[8, 8], [8, 16], [16, 16]]
+    with caplog.at_level(logging.INFO, logger="paddlex_npu"):
+        runner = make(_gear_package(tmp_path, gears))
+    (calls,) = load_spy
+    assert [c["shapes"] for c in calls] == [[[1, 3, h, w]] for h, w in gears]
+    assert all(c["mode"] == "dymhw" for c in calls)
+    for gear in gears:
+        assert f"warm-up of gear [[1, 3, {gear[0]}, {gear[1]}]] took" in caplog.text
+    assert "3 gear(s) warmed up in" in caplog.text
+    runner([np.ones((1, 3, 8, 16), np.float32)])  # a request after load: one more call
+    assert [c["shapes"] for c in calls][3:] == [[[1, 3, 8, 16]]]
+
+
+def test_gear_warmup_can_be_turned_off_and_dymshape_has_none(tmp_path, load_spy, package):
+    make(_gear_package(tmp_path / "gears", [[8, 8], [16, 16]]), warmup_gears=False)
+    make(package)  # dymshape: nothing to warm
+    assert load_spy == [[], []]
+
+
+def test_the_sessions_timing_log_is_cleared_as_calls_go_on(package, monkeypatch):
+    """ais_bench appends one summary entry per execution for the life of the session; the runner clears it every
+    TRIM_LOGS_EVERY calls, so a long-running process does not grow."""
+    from paddlex_npu.run import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "TRIM_LOGS_EVERY", 4)
+    runner = make(package)
+    feeds = [np.zeros((1, 2), np.int32), np.zeros((1, 3, 8, 8), np.float32)]
+    lengths = []
+    for _ in range(10):
+        runner(feeds)
+        lengths.append(len(runner.session.summary().exec_time_list))
+    assert lengths == [1, 2, 3, 1, 2, 3, 4, 1, 2, 3]  # cleared just before calls 4 and 8
