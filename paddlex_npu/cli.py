@@ -328,6 +328,7 @@ def _cmd_serve_load(args: argparse.Namespace) -> int:
     import json
     import tempfile
 
+    from .errors import PaddlexNpuError
     from .tools.serve_load import LoadPlan, parse_servers, run_serve_load, targets
 
     try:
@@ -361,7 +362,7 @@ def _cmd_serve_load(args: argparse.Namespace) -> int:
                 flush=True,
             ),
         )
-    except RuntimeError as exc:
+    except (RuntimeError, PaddlexNpuError) as exc:  # a server that did not start; a repository not written
         return _fail("benchmark --serve", exc)
     _print_serve_load(report, targets(report))
     if args.json:

@@ -139,7 +139,9 @@ def _client(port: int, path: str, body: bytes, check: Check, deadline: float, ta
             why = check(resp.status, resp.read())
         except Exception as exc:  # a failed request, whatever failed: counted, and a new connection
             why = f"{type(exc).__name__}: {exc}"
-            conn = conn.close() if conn else None
+            if conn:
+                conn.close()
+            conn = None
         tally.add(time.perf_counter() - t0, why)
     if conn:
         conn.close()
