@@ -305,15 +305,19 @@ def _print_serve_load(report, targets) -> None:
     )
     print(
         f"{'server':<40}{'model':<18}{'C':>4}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'answered':>9}{'failed':>7}"
-        f"{'unseen':>7}{'s':>6}"
+        f"{'unseen':>7}{'s':>6}{'srv CPU':>8}{'cli CPU':>8}"
     )
     for p in report.points:
         print(
             f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}"
-            f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}"
+            f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}"
         )
         if p.first_failure:
             print(f"    first failure: {p.first_failure}")
+    print(
+        "srv CPU / cli CPU: CPU ms per answered request of the server's processes / of the load generator; "
+        f"{report.cores} cores / their sum is what this machine could answer if the cores were the run's alone"
+    )
     shown = {
         "batching_speedup_rec": "Triton dynamic batching / none, recognition, top concurrency (target >= 2)",
         "serve_over_paddlex_ocr": "serve (most workers) / PaddleX basic serving, OCR, top concurrency (target >= 1.6)",

@@ -47,6 +47,8 @@ class LoadPoint:
     p95_ms: float
     unseen: int = 0  # simulated-device calls on inputs never recorded (replay-store entries added)
     first_failure: str = ""
+    server_cpu_ms: float = 0.0  # CPU time of the server's process tree per answered request
+    client_cpu_ms: float = 0.0  # CPU time of the load generator (this process) per answered request
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Server:
     ready_path: str
     kind: str  # "paddlex" (POST /ocr, PaddleX's basic-serving schema) or "triton" (KServe v2 JSON, HPS body)
     models: Tuple[str, ...] = (OCR_MODEL,)
+    pid: Optional[int] = None  # set while running
 
 
 # -- requests -------------------------------------------------------------------------------------------------
@@ -173,6 +176,29 @@ def store_entries(store: Optional[Path]) -> int:
     return sum(1 for p in store.glob("*/*/*") if not p.name.startswith("."))
 
 
+def tree_cpu_seconds(pid: Optional[int]) -> float:
+    """User + system CPU seconds of ``pid`` and its live descendants (Linux ``/proc``; 0 elsewhere)."""
+    if pid is None:
+        return 0.0
+    parents: Dict[int, int] = {}
+    times: Dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        times[child] = (int(fields[11]) + int(fields[12])) / tick
+    tree, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        tree.add(p)
+        todo += [c for c, parent in parents.items() if parent == p and c not in tree]
+    return sum(times.get(p, 0.0) for p in tree)
+
+
 def measure(
     server: Server,
     model: str,
@@ -186,11 +212,13 @@ def measure(
     path, body, check = request_for(server.kind, model, payload)
     if warmup_seconds > 0:
         drive(server.port, path, body, check, concurrency, warmup_seconds)
-    before = store_entries(store)
+    before, server_cpu, client_cpu = store_entries(store), tree_cpu_seconds(server.pid), time.process_time()
     tally, wall = drive(server.port, path, body, check, concurrency, seconds)
+    server_cpu, client_cpu = tree_cpu_seconds(server.pid) - server_cpu, time.process_time() - client_cpu
     lat = tally.latencies or [float("nan")]
     p50, p95 = (float(np.percentile(lat, q)) * 1000.0 for q in (50, 95))
     done = len(tally.latencies)
+    per_request = 1000.0 / max(done, 1)
     return LoadPoint(
         server.name,
         model,
@@ -203,6 +231,8 @@ def measure(
         p95,
         store_entries(store) - before,
         tally.first_failure,
+        server_cpu * per_request,
+        client_cpu * per_request,
     )
 
 
@@ -230,6 +260,7 @@ def running(server: Server, log: Path, timeout: float = 300.0) -> Iterator[Serve
     """Start ``server``, wait until it is ready, stop it (SIGTERM, then SIGKILL after 60 s) on leaving."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(server.argv, env=server.env, stdout=out, stderr=subprocess.STDOUT)
+    server.pid = proc.pid
     try:
         end = time.monotonic() + timeout
         while not _ready(server.port, server.ready_path):
@@ -239,6 +270,7 @@ def running(server: Server, log: Path, timeout: float = 300.0) -> Iterator[Serve
             time.sleep(0.5)
         yield server
     finally:
+        server.pid = None
         if proc.poll() is None:
             proc.terminate()
             try:
