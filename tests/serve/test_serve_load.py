@@ -28,6 +28,7 @@ def test_benchmark_serve_runs_every_kind_of_server(tmp_path, capsys):
     }, points
     for p in figures["points"]:
         assert p["requests"] > 0 and p["failed"] == 0 and p["first_failure"] == "", p
+        assert p["server_cpu_ms"] > 0 and p["client_cpu_ms"] > 0, p  # the server's process tree was measured
         assert p["unseen"] >= 0  # counted; not asserted 0: on so short a warm-up a batch size may first show later
     assert figures["runtime"] == "simulated" and figures["targets"]["failed"] == 0
     assert "req/s" in printed and "PaddleX basic serving" in printed and "target >= 1.6" in printed
