@@ -347,7 +347,8 @@ def _cmd_serve_load(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return _fail("benchmark --serve", exc)
-    workdir = Path(tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     pipeline, page, line = _serve_load_inputs(args, workdir)
     print(
         f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
@@ -440,6 +441,9 @@ def _benchmark_args(p: argparse.ArgumentParser) -> None:
         "--soak", type=float, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
     )
     serving.add_argument("--instances", type=int, default=1, help="Triton model instances per device (default 1)")
+    serving.add_argument(
+        "--workdir", type=Path, help="folder for the repositories, server logs, replay store (default: a new temp one)"
+    )
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -16,7 +16,12 @@ pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton 
 def test_benchmark_serve_runs_every_kind_of_server(tmp_path, capsys):
     out = tmp_path / "figures.json"
     argv = ["benchmark", "--serve", "--servers", "triton-batching,serve-1,paddlex", "--concurrency", "2"]
-    assert cli.main(argv + ["--seconds", "0.5", "--warmup", "0.5", "--json", str(out)]) == 0
+    assert (
+        cli.main(
+            argv + ["--seconds", "0.5", "--warmup", "0.5", "--json", str(out), "--workdir", str(tmp_path / "work")]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     figures = json.loads(out.read_text())
     points = {(p["server"].split(",")[0], p["model"]) for p in figures["points"]}
@@ -31,6 +36,7 @@ def test_benchmark_serve_runs_every_kind_of_server(tmp_path, capsys):
         assert p["server_cpu_ms"] > 0 and p["client_cpu_ms"] > 0, p  # the server's process tree was measured
         assert p["unseen"] >= 0  # counted; not asserted 0: on so short a warm-up a batch size may first show later
     assert figures["runtime"] == "simulated" and figures["targets"]["failed"] == 0
+    assert (tmp_path / "work" / "sim-store").is_dir() and len(list((tmp_path / "work").glob("server*.log"))) == 3
     assert "req/s" in printed and "PaddleX basic serving" in printed and "target >= 1.6" in printed
 
 
