@@ -340,8 +340,108 @@ def _print_report(report) -> None:
     print(_bar_chart(report))
 
 
+def _serve_load_inputs(args: argparse.Namespace, folder: Path):
+    """(pipeline YAML, page, line): the given YAML or the bundled OCR pipeline's; a rendered page and text line."""
+    import yaml
+
+    from .testing import assets, env
+
+    env.prepare(default_runtime=False)
+    if args.pipeline:
+        pipeline = Path(args.pipeline)
+    else:
+        pipeline = folder / "ocr.yaml"
+        config = assets.ocr_pipeline_config(assets.build_model_folders() / "om")
+        config["Serving"] = {"visualize": False}
+        pipeline.write_text(yaml.safe_dump(config), encoding="utf-8")
+    page = assets.render_pages(folder, 1)[0]
+    line = assets.render_text_image(["Invoice total amount due 1234.56"], folder / "line.png", size=28)
+    return pipeline, page, line
+
+
+def _print_serve_load(report, targets) -> None:
+    print(
+        f"machine: {report.cores} cores, {report.cpu}; load average {report.load_average[0]:.1f} before the run, "
+        f"{report.load_average[1]:.1f} after"
+    )
+    print(
+        f"{'server':<40}{'model':<18}{'C':>4}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'answered':>9}{'failed':>7}"
+        f"{'unseen':>7}{'s':>6}{'srv CPU':>8}{'cli CPU':>8}"
+    )
+    for p in report.points:
+        print(
+            f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}"
+            f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}"
+        )
+        if p.first_failure:
+            print(f"    first failure: {p.first_failure}")
+    print(
+        "srv CPU / cli CPU: CPU ms per answered request of the server's processes / of the load generator; "
+        f"{report.cores} cores / their sum is what this machine could answer if the cores were the run's alone"
+    )
+    shown = {
+        "batching_speedup_rec": "Triton dynamic batching / none, recognition, top concurrency (target >= 2)",
+        "serve_over_paddlex_ocr": "serve (most workers) / PaddleX basic serving, OCR, top concurrency (target >= 1.6)",
+        "failed": "failed requests over the run (target 0)",
+    }
+    for key, what in shown.items():
+        value = targets.get(key)
+        print(f"{what}: {'not run' if value is None else f'{value:.2f}'}")
+
+
+def _cmd_serve_load(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+
+    from .errors import PaddlexNpuError
+    from .tools.serve_load import LoadPlan, parse_servers, run_serve_load, targets
+
+    try:
+        plan = LoadPlan(
+            concurrency=[int(c) for c in args.concurrency.split(",")],
+            seconds=args.seconds,
+            warmup_seconds=args.warmup,
+            soak_seconds=args.soak,
+            triton_instances=args.instances,
+            runtime=args.runtime,
+            **parse_servers(args.servers),
+        )
+    except ValueError as exc:
+        return _fail("benchmark --serve", exc)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    pipeline, page, line = _serve_load_inputs(args, workdir)
+    print(
+        f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
+        f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}",
+        flush=True,
+    )
+    try:
+        report = run_serve_load(
+            pipeline,
+            page,
+            line,
+            plan,
+            workdir,
+            on_point=lambda p: print(
+                f"  {p.server}, {p.model}, C={p.concurrency}: {p.requests_per_s:.2f} req/s, {p.failed} failed",
+                flush=True,
+            ),
+        )
+    except (RuntimeError, PaddlexNpuError) as exc:  # a server that did not start; a repository not written
+        return _fail("benchmark --serve", exc)
+    _print_serve_load(report, targets(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps({**report.as_dict(), "targets": targets(report)}, indent=2))
+        print(f"figures written to {args.json}")
+    return 0
+
+
 def _cmd_benchmark(args: argparse.Namespace) -> int:
     import json
+
+    if args.serve:
+        return _cmd_serve_load(args)
     import tempfile
 
     from tqdm import tqdm
@@ -399,6 +499,23 @@ def _benchmark_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", help="write the figures to this JSON file")
     p.add_argument("--plot", help="write a chart PNG here (throughput and time per stage by route)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    serving = p.add_argument_group("--serve: load on real servers over loopback HTTP (OCR pipeline, recognition)")
+    serving.add_argument("--serve", action="store_true", help="measure the servers instead of the executor")
+    serving.add_argument(
+        "--servers",
+        default="triton-batching,triton-no-batching,serve-1,serve-2,paddlex",
+        help="servers to start in turn (default: all; serve-K: paddlex-npu serve with K workers)",
+    )
+    serving.add_argument("--concurrency", default="1,4,16", help="clients in flight per point (default 1,4,16)")
+    serving.add_argument("--seconds", type=float, default=15, help="timed seconds per point (default 15)")
+    serving.add_argument("--warmup", type=float, default=3, help="warm-up seconds before each point (default 3)")
+    serving.add_argument(
+        "--soak", type=float, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
+    )
+    serving.add_argument("--instances", type=int, default=1, help="Triton model instances per device (default 1)")
+    serving.add_argument(
+        "--workdir", type=Path, help="folder for the repositories, server logs, replay store (default: a new temp one)"
+    )
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -4,14 +4,19 @@
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import signal
+import struct
 import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+from paddlex_npu.tools.serve_load import triton_body
 from paddlex_npu.tools.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
 from tests.helpers import REC_DIMS_GEARS, om_package
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
@@ -67,7 +72,7 @@ def triton(pipeline_yaml, tmp_path_factory):
     assert why is None, why
     clients = {"http": client, "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}")}
     try:
-        yield {**clients, "new_http": new_http, "repo": repo}
+        yield {**clients, "new_http": new_http, "repo": repo, "proc": proc, "log": log, "http_port": http}
     finally:
         for c in clients.values():
             c.close()  # open connections would hold Triton's shutdown for its exit timeout
@@ -159,3 +164,127 @@ def test_repository_layout(triton, asset_root, pipeline_yaml, tmp_path):
     assert "preferred_batch_size: [ 6 ]" in rec and "max_batch_size: 6" in rec
     assert 'name: "npu1" count: 2' in rec and "num_versions: 2" in rec
     assert [m.version for m in first.models] == [1, 1] and [m.version for m in second.models] == [2, 2]
+
+
+def _post(port: int, path: str, body: bytes, ctype: str = "application/json", timeout: float = 120):
+    """(HTTP status, answer) of a raw POST to Triton's HTTP endpoint. The answer is its JSON, or, when Triton
+    answers in its binary tensor format (``Inference-Header-Content-Length``), the JSON of the one BYTES output
+    element (PaddleX's HPS answer)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body, {"Content-Type": ctype})
+        resp = conn.getresponse()
+        raw = resp.read()
+        header = resp.getheader("Inference-Header-Content-Length")
+        if header is None:
+            return resp.status, json.loads(raw or b"null")
+        (size,) = struct.unpack("<I", raw[int(header) : int(header) + 4])
+        return resp.status, {"hps": json.loads(raw[int(header) + 4 : int(header) + 4 + size])}
+    finally:
+        conn.close()
+
+
+def _ready(port: int) -> bool:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", "/v2/health/ready")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+def _hps_answer(answer) -> dict:
+    return answer["hps"] if "hps" in answer else json.loads(answer["outputs"][0]["data"][0])
+
+
+_NOT_AN_IMAGE = base64.b64encode(b"not an image").decode()
+
+
+@pytest.mark.parametrize(
+    "model, payload, says",
+    [
+        ("ocr", {"file": _NOT_AN_IMAGE, "fileType": 1}, "Invalid input file"),
+        ("ocr", {"fileType": 1}, "file"),
+        ("ocr", "", "empty request"),
+        ("text_recognition", {"file": _NOT_AN_IMAGE}, "Invalid input file"),
+        ("text_recognition", {"logId": "x"}, '"file"'),
+        ("text_recognition", "{not json", "JSON request"),
+    ],
+    ids=["ocr-non-image", "ocr-missing-field", "ocr-empty-body", "rec-non-image", "rec-missing-field", "rec-not-json"],
+)
+def test_bad_requests_over_http_answer_422_in_the_body(triton, images, model, payload, says):
+    """PaddleX's HPS format over Triton's HTTP endpoint: the HTTP request is fine (200), the answer carries the
+    status and message, as PaddleX's HPS models answer; the server keeps serving."""
+    if isinstance(payload, str):
+        tensor = {"name": "input", "shape": [1, 1], "datatype": "BYTES", "data": [payload]}
+        body = json.dumps({"inputs": [tensor]}).encode()
+    else:
+        body = triton_body(payload)
+    status, answer = _post(triton["http_port"], f"/v2/models/{model}/infer", body)
+    assert status == 200, answer
+    ans = _hps_answer(answer)
+    assert ans["errorCode"] == 422 and says in ans["errorMsg"], ans
+    ok = _ask(triton["http"], httpclient, "ocr", {"file": _b64(images["english"]), "fileType": 1})
+    assert ok["errorCode"] == 0
+
+
+@pytest.mark.parametrize(
+    "body, ctype",
+    [
+        (b"{not json", "application/json"),
+        (json.dumps({"outputs": []}).encode(), "application/json"),
+        (b"\x89PNG\r\n\x1a\n raw image bytes", "image/png"),
+    ],
+    ids=["not-json", "missing-inputs", "raw-image-body"],
+)
+def test_malformed_http_requests_get_an_error_and_the_server_keeps_serving(triton, images, body, ctype):
+    """A body that is no KServe v2 request never reaches the model: Triton's own parser answers with an
+    ``error`` message (this tritonserver answers its parse errors 500, newer ones 400)."""
+    status, answer = _post(triton["http_port"], "/v2/models/ocr/infer", body, ctype)
+    assert status in (400, 500) and answer["error"], (status, answer)
+    ok = _ask(triton["http"], httpclient, "ocr", {"file": _b64(images["english"]), "fileType": 1})
+    assert ok["errorCode"] == 0
+
+
+def test_empty_http_body_and_content_type(triton, images):
+    """An empty HTTP body is a request with no input tensor: the model answers 422 (in Triton's binary format).
+    Triton reads the body by its own protocol whatever the ``Content-Type`` says (a binary body is announced by
+    ``Inference-Header-Content-Length``), so a valid request sent as ``text/plain`` is served."""
+    status, answer = _post(triton["http_port"], "/v2/models/ocr/infer", b"")
+    assert status == 200 and answer["hps"]["errorCode"] == 422, answer
+    assert "empty request" in answer["hps"]["errorMsg"]
+    body = triton_body({"file": _b64(images["english"]), "fileType": 1})
+    status, answer = _post(triton["http_port"], "/v2/models/ocr/infer", body, "text/plain")
+    assert status == 200 and _hps_answer(answer)["errorCode"] == 0, answer
+
+
+def test_shutdown_answers_requests_in_flight(triton, images):
+    """Last (it stops the module's server): SIGTERM with requests in flight; each is answered, a request once
+    the server is no longer ready is refused (the connection is reset), and tritonserver exits cleanly."""
+    for name in ("http", "grpc"):
+        triton[name].close()  # an idle keep-alive connection would hold the shutdown until its exit timeout
+    body = triton_body({"file": _b64(images["page"]), "fileType": 1, "logId": "in-flight"})
+    port, answers = triton["http_port"], []
+
+    def ask() -> None:
+        answers.append(_post(port, "/v2/models/ocr/infer", body))
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)  # a page takes about a second on the reference runtime: they are in flight at the signal
+    triton["proc"].send_signal(signal.SIGTERM)
+    end = time.monotonic() + 10
+    while _ready(port) and time.monotonic() < end:  # the server says it is going away before it refuses work
+        time.sleep(0.05)
+    try:
+        late = _post(port, "/v2/models/ocr/infer", body, timeout=30)
+    except OSError as exc:  # the port is closed already
+        late = (None, str(exc))
+    for t in threads:
+        t.join(120)
+    assert len(answers) == 3 and all(s == 200 and _hps_answer(a)["errorCode"] == 0 for s, a in answers), answers
+    assert late[0] != 200, late
+    assert triton["proc"].wait(60) == 0, triton["log"].read_text(errors="replace")[-3000:]
