@@ -240,6 +240,7 @@ def serve(
                     if state.in_flight == 0 and time.monotonic() - start >= options.shutdown_grace:
                         break
                     time.sleep(0.05)
+                workers.close(wait=False)  # nothing in flight: stop the workers before uvicorn ends the process
                 super().handle_exit(sig, frame)
 
         config = uvicorn.Config(

@@ -8,8 +8,11 @@ executor without touching the server.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -18,9 +21,25 @@ from typing import Any, Dict, List, Optional, Sequence
 _pipeline: Any = None  # the worker process's pipeline, built once by _init
 
 
+def _die_with_parent() -> None:
+    """Linux: get SIGTERM when the server process dies (uvicorn ends by re-raising the signal it caught, which
+    kills the server before it can stop its pool), so that no worker outlives it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the server died before the call above: nothing would signal us
+        os._exit(0)
+
+
 def _init(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> None:
     global _pipeline
     from .route import create_pipeline
+
+    _die_with_parent()
 
     _pipeline = create_pipeline(config, device_id, runtime)
 

@@ -145,6 +145,9 @@ def test_route_errors_map_to_status_codes():
 
 def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images):
     """Last: SIGTERM with a request in flight. It is answered; a request during the drain gets 503."""
+    pid = server["proc"].pid
+    workers = [int(k) for k in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    assert workers
     first = {}
     t = threading.Thread(target=lambda: first.update(answer=_ocr(server, images["page"])))
     t.start()
@@ -157,3 +160,15 @@ def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images)
     # uvicorn re-raises the signal once it has shut down cleanly
     assert server["proc"].wait(60) in (0, -signal.SIGTERM), server["log"].read_text()[-3000:]
     assert "Finished server process" in server["log"].read_text()
+    deadline = time.monotonic() + 30  # and no worker outlives the server
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)]
+
+
+def _alive(pid: int) -> bool:
+    """A process that runs (a zombie waiting for its reaper has ended)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
