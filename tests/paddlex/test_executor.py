@@ -113,6 +113,9 @@ def test_an_input_that_kills_its_worker_is_retried_once_then_reported(asset_root
 CTRL_C = textwrap.dedent(
     """
     import json, os, signal, sys, threading
+    # as in a terminal: a process started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and Python then installs no KeyboardInterrupt handler (CI may start the suite that way)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from paddlex_npu import ParallelExecutor, parallel
     from paddlex_npu.testing import assets
     config = assets.ocr_pipeline_config(assets.build_model_folders() / "om")
