@@ -109,30 +109,22 @@ def open_session(
     """Open ``package`` on ``runtime``. ``manifest`` (resolved once by the runner) tells the reference runtime
     how the OM was built; the device reads that from the OM itself. ``simulation`` and ``task`` (the PaddleX
     predictor class, which picks the default cost model) are for the simulated device."""
-    if runtime == "simulated":
-        from .simulated import SimulatedSession
-
-        session = SimulatedSession(
-            device_id,
-            str(package.om_path),
-            acl_json_path,
-            debug,
-            onnx_path=str(package.onnx_path) if package.onnx_path else None,
-            manifest=manifest,
-            simulation=simulation,
-            task=task,
-        )
-        return OpenedSession(runtime, session, contextlib.nullcontext)
-    if runtime == "reference":
+    if runtime in ("reference", "simulated"):  # the CPU: ONNX Runtime on the ONNX the OM was built from
         from .reference import InferSession
 
-        session = InferSession(
+        cls, extra = InferSession, {}
+        if runtime == "simulated":
+            from .simulated import SimulatedSession
+
+            cls, extra = SimulatedSession, {"simulation": simulation, "task": task}
+        session = cls(
             device_id,
             str(package.om_path),
             acl_json_path,
             debug,
             onnx_path=str(package.onnx_path) if package.onnx_path else None,
             manifest=manifest,
+            **extra,
         )
         return OpenedSession(runtime, session, contextlib.nullcontext)
     from . import ais
