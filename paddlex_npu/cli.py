@@ -40,15 +40,21 @@ def _fail(command: str, exc: Exception) -> int:
     return 1
 
 
-def _cmd_paddlex(args: argparse.Namespace) -> int:
+def _run_foreign_cli(main: Callable[[], Optional[int]], prog: str, rest: List[str]) -> int:
+    """Run another tool's ``main()`` with the route installed; its parser reads ``sys.argv``, restored after."""
     _install_route()
-    from paddlex.paddlex_cli import main as paddlex_main
-
-    saved, sys.argv = sys.argv, ["paddlex", *args.rest]  # PaddleX's parser reads sys.argv
+    saved, sys.argv = sys.argv, [prog, *rest]
     try:
-        return paddlex_main() or 0
+        return main() or 0
     finally:
         sys.argv = saved
+
+
+def _cmd_paddlex(args: argparse.Namespace) -> int:
+    _install_route()  # before PaddleX's CLI module binds anything
+    from paddlex.paddlex_cli import main as paddlex_main
+
+    return _run_foreign_cli(paddlex_main, "paddlex", args.rest)
 
 
 def _cmd_paddleocr(args: argparse.Namespace) -> int:
@@ -56,12 +62,7 @@ def _cmd_paddleocr(args: argparse.Namespace) -> int:
         from paddleocr._cli import main as paddleocr_main
     except ImportError as exc:
         return _fail("paddleocr", RuntimeError(f"PaddleOCR is not installed ({exc}): `pip install paddleocr`"))
-    _install_route()
-    saved, sys.argv = sys.argv, ["paddleocr", *args.rest]  # PaddleOCR's parser reads sys.argv
-    try:
-        return paddleocr_main() or 0
-    finally:
-        sys.argv = saved
+    return _run_foreign_cli(paddleocr_main, "paddleocr", args.rest)
 
 
 def _cmd_assets(args: argparse.Namespace) -> int:
