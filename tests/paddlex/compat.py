@@ -40,3 +40,19 @@ def cpu_pipeline(config, engine: str):
         return create_pipeline(config=config, device="cpu", pp_option=PaddlePredictorOption(run_mode="paddle"))
     kw = {"engine_config": {"run_mode": "paddle"}} if engine == "paddle_static" else {}
     return create_pipeline(config=config, device="cpu", engine=engine, **kw)
+
+
+def ocr_modes_and_texts(root, images):
+    """The OCR pipeline on the OM packages under ``root`` (NPU route, reference runtime): the (det, rec) runner
+    modes and the results on the English and Chinese images."""
+    from paddlex import create_pipeline
+
+    from paddlex_npu.testing import assets
+    from tests.helpers import NPU_HPI, run_ocr
+
+    p = create_pipeline(config=assets.ocr_pipeline_config(root), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+    try:
+        modes = (runner_of(p.text_det_model).mode, runner_of(p.text_rec_model).mode)
+        return modes, run_ocr(p, {"english": images["english"], "chinese": images["chinese"]})
+    finally:
+        p.close()

@@ -16,8 +16,8 @@ from paddlex_npu.om import manifest as mf
 from paddlex_npu.testing import assets
 from paddlex_npu.tools.convert import ConvertError, convert
 from paddlex_npu.tools.export import OnnxModel, check_against_paddle
-from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm, run_ocr
-from tests.paddlex.compat import runner_of
+from tests.helpers import CHINESE, ENGLISH, norm
+from tests.paddlex.compat import ocr_modes_and_texts
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +64,8 @@ def test_packages_hold_what_the_route_needs(packages):
 
 
 def test_converted_packages_read_text_on_the_npu_route(packages, images):
-    from paddlex import create_pipeline
-
-    p = create_pipeline(config=assets.ocr_pipeline_config(packages), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
-    try:
-        assert runner_of(p.text_det_model).mode == "dymshape" and runner_of(p.text_rec_model).mode == "dymdims"
-        got = run_ocr(p, {"english": images["english"], "chinese": images["chinese"]})
-    finally:
-        p.close()
+    modes, got = ocr_modes_and_texts(packages, images)
+    assert modes == ("dymshape", "dymdims")
     assert norm(got["english"]["texts"]) == norm(ENGLISH)
     assert got["chinese"]["texts"] == CHINESE
 

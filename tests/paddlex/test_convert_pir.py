@@ -18,8 +18,8 @@ from paddlex_npu.testing import assets
 from paddlex_npu.tools import export_env
 from paddlex_npu.tools.convert import ConvertError, convert
 from paddlex_npu.tools.export import OnnxModel, pir_version
-from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm, run_ocr
-from tests.paddlex.compat import runner_of
+from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm
+from tests.paddlex.compat import ocr_modes_and_texts
 
 FAILED_OP = "op pd_op.nearest_interp (op_id "
 P2O_ERROR = "the 0th elementwise MUST be ir::FloatAttribute"
@@ -107,15 +107,9 @@ def test_pir_packages_match_paddle_and_the_legacy_onnx(pir_packages, asset_root)
 
 
 def test_pir_packages_read_text_on_the_npu_route(pir_packages, images):
-    from paddlex import create_pipeline
-
     out, _ = pir_packages
-    p = create_pipeline(config=assets.ocr_pipeline_config(out), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
-    try:
-        assert runner_of(p.text_det_model).mode == "dymshape" and runner_of(p.text_rec_model).mode == "dymdims"
-        got = run_ocr(p, {"english": images["english"], "chinese": images["chinese"]})
-    finally:
-        p.close()
+    modes, got = ocr_modes_and_texts(out, images)
+    assert modes == ("dymshape", "dymdims")
     assert norm(got["english"]["texts"]) == norm(ENGLISH)
     assert got["chinese"]["texts"] == CHINESE
 
