@@ -252,6 +252,75 @@ def _ocr_points(
     return [[s[0], s[3]] for s in rec_input_shapes(config, det, (model_name, package), files)]
 
 
+def spread(values: Sequence[int], k: int, start: int) -> List[int]:
+    """``k`` of ``values`` near ``start * (top / start) ** (i / k)``, i = 1..k (all if ``k`` allows): the largest
+    always, the others spaced geometrically above ``start``."""
+    rest = sorted(values)
+    if k >= len(rest):
+        return rest
+    picked: List[int] = []
+    for i in range(k, 0, -1):
+        target = start * (rest[-1] / start) ** (i / k) if picked else rest[-1]
+        best = min((v for v in rest if v not in picked), key=lambda v: (abs(math.log(v / target)), v))
+        picked.append(best)
+    return sorted(picked)
+
+
+def long_side_gears(
+    gears: Sequence[Sequence[int]], side: int, max_gears: int, portrait_first: bool, low: int, multiple: int = 32
+) -> List[List[int]]:
+    """``gears`` plus, up to ``max_gears`` in all, the det shapes whose long side is ``side``: what
+    ``DetResizeForTest`` makes of every page above its limit (``max``) or of every page (``resize_long``), one per
+    short side (a multiple of ``multiple``). With room for all of them those pages run unpadded, as in dymshape;
+    else the short sides from ``low`` up are spread geometrically, the samples' orientation first, and the
+    narrower strips get what room is left."""
+    out = {tuple(int(d) for d in g) for g in gears}
+    shorts = list(range(multiple, side + 1, multiple))
+    orientations = [lambda s: (side, s), lambda s: (s, side)]  # portrait (H = side), landscape (W = side)
+    for floor in (low, multiple):
+        for make in orientations if portrait_first else orientations[::-1]:
+            missing = [s for s in shorts if s >= floor and make(s) not in out]
+            out.update(make(s) for s in spread(missing, max_gears - len(out), floor))
+    return [list(g) for g in sorted(out, key=math.prod)]
+
+
+def det_gears(
+    points: List[List[int]], settings: OcrSettings, max_gears: int, max_side: Optional[int]
+) -> Tuple[List[List[int]], str, List[int]]:
+    """Det gears (H, W): the cover gear, the sample shapes, then for ``max``/``resize_long`` the long-side shapes
+    (the samples' orientation first) and a ladder for pages under the limit."""
+    side = det_cover_side(settings, max_side)
+    cover = [side, side]
+    planned = plan_gears(points, max_gears, cover)
+    if settings.limit_type in ("max", "resize_long"):
+        portrait = sum(h > w for h, w in points) > len(points) / 2
+        low = min(side // 4, min(min(p) for p in points)) // 32 * 32
+        planned = long_side_gears(planned, side, max_gears, portrait, max(32, low))
+        exact = sum(side in g for g in planned)
+        what = f"{exact} of the {2 * side // 32 - 1} shapes with a long side of {side} (pages above the limit)"
+    else:
+        what = f"a ladder up to {side}x{side}"
+    low = [min(side, min(min(p) for p in points))] * 2
+    gears = fill_ladder(planned, low, cover, max_gears, [32, 32])
+    return gears, f"{side}x{side} (the largest page DetResizeForTest makes); {what}", cover
+
+
+def rec_gears(
+    points: List[List[int]], settings: OcrSettings, max_gears: int, max_width: Optional[int]
+) -> Tuple[List[List[int]], str, List[int]]:
+    """Rec gears (N, W), all at the pipeline's batch size: padding a batch repeats rows and changes no text,
+    padding the width is what changes texts, so every gear goes to a width (the samples', then a ladder)."""
+    width = min(REC_MAX_WIDTH, max_width or REC_MAX_WIDTH)
+    widths = plan_gears([[p[1]] for p in points], max_gears, [width])
+    low = min(width, REC_MIN_WIDTH)
+    widths = fill_ladder(widths, [low], [width], max_gears, [8])
+    useful = [w for w in widths if w[0] >= low]  # PaddleX pads every line batch to at least 320
+    widths = useful if len(useful) >= MIN_GEARS else widths
+    steps = [b / a for (a,), (b,) in zip(widths, widths[1:]) if a >= REC_MIN_WIDTH]
+    what = f"batch {settings.rec_batch_size} x width {width}; widths at most {max(steps, default=1) - 1:.0%} apart"
+    return [[settings.rec_batch_size, w] for (w,) in widths], what, [settings.rec_batch_size, width]
+
+
 def plan_ocr_gears(
     kind: str,
     model_name: str,
@@ -269,27 +338,25 @@ def plan_ocr_gears(
     """(gears, notes) for an OCR model (``kind`` ``text_det``: gears H, W; ``text_rec``: gears N, W) planned from
     what the pipeline's preprocessing makes of the sample ``files``, with the cover gear and a ladder up to it."""
     points = _ocr_points(kind, model_name, package, files, settings, config, det, sample_kind)
-    if kind == "text_det":
-        side = det_cover_side(settings, max_side)
-        cover, what = [side, side], f"{side}x{side} (the largest page DetResizeForTest makes)"
-        low, multiple = [min(side, min(min(p) for p in points)) if points else side] * 2, [32, 32]
-    else:
-        width = min(REC_MAX_WIDTH, max_width or REC_MAX_WIDTH)
-        cover, what = [settings.rec_batch_size, width], f"batch {settings.rec_batch_size} x width {width}"
-        # padding the batch repeats rows (free for the texts); padding the width is what changes them
-        low, multiple = [settings.rec_batch_size, min(width, REC_MIN_WIDTH)], [1, 8]
     if not points:
         raise ConfigError(f"the samples gave no input for {model_name} (no text found?): give pages with text")
-    planned = plan_gears(points, max_gears, cover)
-    gears = fill_ladder(planned, low, cover, max_gears, multiple)
+    if kind == "text_det":
+        gears, what, cover = det_gears(points, settings, max_gears, max_side)
+    else:
+        gears, what, cover = rec_gears(points, settings, max_gears, max_width)
     over = sum(any(a > c for a, c in zip(pt, cover)) for pt in points)
     points = [[min(a, c) for a, c in zip(pt, cover)] for pt in points]
+    if kind == "text_det":
+        inputs, measure = "inputs", "padded/real area"
+        ratio, alone = padding_ratio(points, gears), padding_ratio(points, [cover])
+    else:  # rows padded in a batch change no text: the width is what counts
+        inputs, measure = "crop batches", "padded/real width"
+        ratio = padding_ratio([p[1:] for p in points], [g[1:] for g in gears])
+        alone = padding_ratio([p[1:] for p in points], [cover[1:]])
     notes = [
         f"planned for {settings.describe()}",
-        f"planned {len(gears)} gears from {len(points)} {'crop batches' if kind == 'text_rec' else 'inputs'} of "
-        f"{len(files)} sample {sample_kind if kind == 'text_rec' else 'pages'} ({len(gears) - len(planned)} of them "
-        f"a ladder up to the cover gear {what}): "
-        f"padded/real = {padding_ratio(points, gears):.3f} (cover gear alone: {padding_ratio(points, [cover]):.3f})",
+        f"planned {len(gears)} gears from {len(points)} {inputs} of {len(files)} sample {sample_kind}: cover gear "
+        f"{what}; {measure} = {ratio:.3f} (cover gear alone: {alone:.3f})",
     ]
     if over:
         notes.append(

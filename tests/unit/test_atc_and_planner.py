@@ -216,3 +216,35 @@ def test_cover_gear_is_always_planned_and_the_ladder_fills_up_to_max_gears():
     widths = sorted(w for n, w in full if n == 6)
     assert widths[0] == 320 and all(b / a < 1.8 for a, b in zip(widths, widths[1:]))
     assert plan_gears([[7000, 100]], 4, cover=[960, 960])[-1] == [960, 960]  # samples above it are clamped
+
+
+def test_det_gears_give_every_long_side_shape_room_allowing():
+    """``max``: every page above the limit becomes long side 960 x a multiple of 32; with room for all 59 such
+    shapes those pages run unpadded; with less, the short sides are spread, the samples' orientation first."""
+    from paddlex_npu.tools.planner import OcrSettings, det_gears, long_side_gears, spread
+
+    settings = OcrSettings("x", 960, "max", 4000, 6)
+    samples = [[192, 640], [256, 960]]
+    full, what, cover = det_gears(samples, settings, 64, None)
+    assert cover == [960, 960] and len(full) == 64 and "59 of the 59 shapes" in what
+    assert all([s, 960] in full and [960, s] in full for s in range(32, 961, 32)) and samples[0] in full
+    few, what, _ = det_gears(samples, settings, 8, None)
+    assert len(few) == 8 and all(g in few for g in samples + [cover]) and "7 of the 59" in what
+    assert all(w == 960 for h, w in few if [h, w] not in samples)  # landscape samples: landscape shapes first
+    assert [960, 448] in long_side_gears([[960, 960]], 960, 12, True, 192)  # portrait first
+    assert spread(range(32, 961, 32), 4, 32) == [64, 192, 416, 960]  # geometric above the start, the top always
+    assert spread([64, 96], 5, 32) == [64, 96]
+
+
+def test_rec_gears_spend_every_gear_on_a_width_at_the_pipeline_batch():
+    """Rows padded in a batch change no text, the width does: every rec gear is [batch size, width]."""
+    from paddlex_npu.tools.planner import OcrSettings, rec_gears
+
+    settings = OcrSettings("x", 960, "max", 4000, 6)
+    gears, what, cover = rec_gears([[3, 1033], [4, 1374]], settings, 64, None)
+    assert cover == [6, 3200] and len(gears) == 64 and {n for n, _ in gears} == {6}
+    assert [6, 1033] in gears and [6, 1374] in gears and [6, 320] in gears
+    widths = [w for _, w in gears]
+    assert max(b / a for a, b in zip(widths, widths[1:])) < 1.07 and "widths at most 6% apart" in what
+    narrow, _, _ = rec_gears([[3, 1033]], settings, 4, 400)
+    assert [w for _, w in narrow] == [320, 360, 400]  # nothing under PaddleX's minimum line width 320
