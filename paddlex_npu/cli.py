@@ -180,7 +180,11 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
         "--gears", help="with --mode gears: 'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'"
     )
     p.add_argument("--samples", type=Path, help="folder of sample inputs for --gears auto")
-    p.add_argument("--max-gears", type=int, help="at most this many gears for --gears auto (2-100, default 8)")
+    p.add_argument(
+        "--max-gears",
+        type=int,
+        help="at most this many gears for --gears auto (2-100, default 8; OCR: 64 reads like dymshape)",
+    )
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
     p.add_argument(

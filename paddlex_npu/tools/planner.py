@@ -10,6 +10,10 @@ that PaddleX's OCR pipeline cuts out of the pages with a detection package on th
 produce within the limits (so no input is refused), or without one from the element-wise maximum of the
 samples, then adds, one at a time, the sample shape whose gear lowers the total padded volume most, until K
 gears or no gain. Each sample is charged the volume of the smallest gear that holds it, as the runner picks it.
+
+Padding changes what OCR models compute, so the OCR gears go where padding would happen: detection gets the
+shapes whose long side is the pipeline's limit (:func:`long_side_gears`: every page above the limit makes one),
+recognition spends every gear on a width at the pipeline's batch size (:func:`rec_gears`).
 """
 
 from __future__ import annotations
@@ -296,8 +300,9 @@ def det_gears(
         portrait = sum(h > w for h, w in points) > len(points) / 2
         low = min(side // 4, min(min(p) for p in points)) // 32 * 32
         planned = long_side_gears(planned, side, max_gears, portrait, max(32, low))
-        exact = sum(side in g for g in planned)
-        what = f"{exact} of the {2 * side // 32 - 1} shapes with a long side of {side} (pages above the limit)"
+        exact, total = sum(side in g for g in planned), 2 * side // 32 - 1
+        what = f"{exact} of the {total} shapes with a long side of {side} (pages above the limit run unpadded"
+        what += ")" if exact == total else f" in those; --max-gears {len(planned) + total - exact} gives all)"
     else:
         what = f"a ladder up to {side}x{side}"
     low = [min(side, min(min(p) for p in points))] * 2

