@@ -25,7 +25,6 @@ from ..log import logger
 from .adapter import wrap_bound
 from .pipelines import portable_result, restore_result
 from .record import PatchRecord
-from .routing import as_dict
 
 WORKERS_ENV = "PADDLEX_NPU_WORKERS_PER_DEVICE"
 _factory: Optional[Callable[..., Any]] = None
@@ -55,6 +54,8 @@ def asks_for_om(use_hpip: Any, hpi_config: Any, engine: Optional[str], engine_co
         return True
     if not (use_hpip or engine == "hpi") or engine not in (None, "hpi"):
         return False
+    from .routing import as_dict  # routing loads pydantic: only when asked, so `import paddlex_npu` stays light
+
     engine_cfg = as_dict(engine_config)
     bucket = as_dict(engine_cfg.get("hpi")) if isinstance(engine_cfg.get("hpi"), dict) else engine_cfg
     backend = bucket.get("backend") or as_dict(hpi_config).get("backend")
@@ -126,6 +127,8 @@ class NpuSpread:
 
 def _worker_kwargs(bound: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:
     """``create_pipeline`` options of each worker's pipeline (the device is set per worker)."""
+    from .routing import as_dict
+
     kwargs: Dict[str, Any] = {"use_hpip": bool(bound.get("use_hpip")), **extra}
     if bound.get("hpi_config") is not None:
         kwargs["hpi_config"] = as_dict(bound["hpi_config"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import threading
 from typing import List, Optional, Tuple
 
@@ -23,6 +22,8 @@ _adapter_version: Optional[str] = None
 
 
 def paddlex_version() -> Optional[str]:
+    import importlib.metadata  # ~15 ms: loaded when asked, not by `import paddlex_npu`
+
     try:
         return importlib.metadata.version("paddlex")
     except importlib.metadata.PackageNotFoundError:

@@ -104,3 +104,15 @@ print('ok')
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def test_import_loads_no_heavy_dependency():
+    """``import paddlex_npu`` (the first line of every script that uses the route) loads neither pydantic nor
+    ONNX Runtime nor importlib.metadata: they come with the layer that needs them."""
+    code = (
+        "import sys, paddlex_npu\n"
+        "heavy = [m for m in ('pydantic', 'onnxruntime', 'onnx', 'importlib.metadata', 'numpy') if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr[-2000:])
