@@ -78,11 +78,20 @@ def test_gears_auto_from_real_preprocessing(paddle_only, packages, images, tmp_p
     src = tmp_path / "src"
     shutil.copytree(packages / assets.DET, src, ignore=shutil.ignore_patterns("*.json", "atc.sh"))
     result = convert(
-        src, tmp_path / "det_auto", "Ascend310B1", "gears", run=False, gears="auto", samples=samples, max_gears=3
+        src,
+        tmp_path / "det_auto",
+        "Ascend310B1",
+        "gears",
+        run=False,
+        gears="auto",
+        samples=samples,
+        max_gears=3,
+        export_env="auto",
     )
     man = mf.load(result.package / mf.MANIFEST_NAME)
     assert man.mode == "dymhw" and 2 <= len(man.gears) <= 3
     assert any(n.startswith("planned") and "padded/real" in n for n in result.notes)
+    assert any("--export-env auto was not used" in n and "has its inference.onnx" in n for n in result.notes)
 
 
 def test_bad_inputs_give_clear_errors_and_no_package(paddle_only, tmp_path):

@@ -103,9 +103,16 @@ def _gear_root(
         shutil.rmtree(dest / model)
         det = {"det_package": asset_root / "om" / assets.DET} if model == rec else {}
         result = convert(
-            asset_root / "om" / model, dest / model, "Ascend310P3", "gears", run=False, gears="auto",
-            samples=samples, **det, **options,
-        )  # fmt: skip
+            asset_root / "om" / model,
+            dest / model,
+            "Ascend310P3",
+            "gears",
+            run=False,
+            gears="auto",
+            samples=samples,
+            **det,
+            **options,
+        )
         notes += result.notes
     return dest, notes
 
