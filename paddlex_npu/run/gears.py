@@ -1,6 +1,7 @@
 """Shape policy: how real inputs meet an OM's shapes, and how outputs come back. Pure numpy, no PaddleX.
 
-- ``dymshape``: inputs pass through; shapes outside the OM's ranges are refused with the ranges named.
+- ``dymshape``: inputs pass through; shapes outside the OM's ranges are refused with the ranges named, or,
+  above them with ``oversize`` ``fit``, resized down into them as below (:func:`run_in_ranges`).
 - gears (``dymbatch``/``dymhw``/``dymdims``) and ``static`` (one gear): each input is padded up to the smallest
   gear that holds it (least padded elements): batch rows repeat the last real row, other dims are padded at
   their end (bottom/right) with ``pad_value``. Outputs are cut back: padded batch rows dropped, and the output
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -143,7 +145,7 @@ def check_output_ranks(
             )
 
 
-def check_ranges(manifest: OMManifest, shapes: Sequence[Shape]) -> None:
+def check_ranges(manifest: OMManifest, shapes: Sequence[Shape], policy: Optional[TaskPolicy] = None) -> None:
     """Refuse shapes outside a dymshape OM's ranges, naming the shape and the ranges."""
     ranges = manifest.input_ranges()
     for spec, shape in zip(manifest.inputs, shapes):
@@ -151,7 +153,36 @@ def check_ranges(manifest: OMManifest, shapes: Sequence[Shape]) -> None:
             raise InputShapeError(
                 f"input {spec.name!r} of shape {list(shape)} is outside the OM's {manifest.describe()}: rebuild the "
                 "OM with a wider --input_shape range, or limit the input size in PaddleX (e.g. limit_side_len)"
+                + (
+                    " (backend_config oversize: 'fit' resizes it down into the ranges)"
+                    if policy is not None and policy.fit_dims
+                    else ""
+                )
             )
+
+
+def fit_to_ranges(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> Optional[Shape]:
+    """dymshape: the first input's shape with ``policy.fit_dims`` shrunk (as :func:`fit_shape` does) to the
+    OM's upper bounds. None: no fit for the task, nothing to shrink, or the shapes still leave the ranges."""
+    if not policy.fit_dims or len(real[0]) != 4:
+        return None
+    ranges = manifest.input_ranges()
+    r, bounds = real[0], ranges[manifest.inputs[0].name]
+    cand = _shrunk(r, [d if hi == -1 else hi for d, (_, hi) in zip(r, bounds)], policy)
+    shapes = [cand, *real[1:]]
+    inside = all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, shapes))
+    return cand if inside and cand != list(r) else None
+
+
+def _shrunk(r: Shape, top: Shape, policy: TaskPolicy) -> Shape:
+    """``r`` with its fit dims shrunk to at most ``top`` (together for an image, each alone for a line)."""
+    m = policy.multiple_of[2] if policy.multiple_of else 1
+    scales = [min(1.0, top[d] / r[d]) for d in policy.fit_dims]
+    cand = list(r)
+    for d, sc in zip(policy.fit_dims, scales):
+        sc = min(scales) if policy.fit_image else sc
+        cand[d] = min(top[d], max(m, int(r[d] * sc) // m * m))
+    return cand
 
 
 def _fits(real: Sequence[Shape], gear: Sequence[Shape], policy: TaskPolicy, ignore_batch: bool) -> bool:
@@ -254,17 +285,12 @@ def fit_shape(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -
     another input does not fit, or nothing fits."""
     if not policy.fit_dims or len(real[0]) != 4:
         return None
-    m = policy.multiple_of[2] if policy.multiple_of else 1
     best: Optional[Shape] = None
     for gear in manifest.gear_shapes():
         g, r = gear[0], real[0]
         if len(g) != len(r):
             continue
-        scales = [min(1.0, g[d] / r[d]) for d in policy.fit_dims]
-        cand = list(r)
-        for d, sc in zip(policy.fit_dims, scales):
-            sc = min(scales) if policy.fit_image else sc
-            cand[d] = min(g[d], max(m, int(r[d] * sc) // m * m))
+        cand = _shrunk(r, g, policy)
         if _fits([cand, *real[1:]], gear, policy, ignore_batch=True):
             if best is None or math.prod(cand[d] for d in policy.fit_dims) > math.prod(
                 best[d] for d in policy.fit_dims
@@ -303,6 +329,43 @@ def _held(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> bo
     return any(_fits(real, g, policy, ignore_batch=True) for g in manifest.gear_shapes())
 
 
+def _run_fitted(
+    feeds: List[np.ndarray],
+    fitted: Shape,
+    policy: TaskPolicy,
+    run: Callable[[List[np.ndarray]], List[np.ndarray]],
+    on_fit: Optional[Callable[[Shape, Shape], None]],
+) -> List[np.ndarray]:
+    """The first input resized to ``fitted`` (``policy.fit_dims``), run, its outputs mapped back."""
+    real = list(feeds[0].shape)
+    if on_fit is not None:
+        on_fit(real, fitted)
+    small = feeds[0]
+    for d in policy.fit_dims:
+        small = resize_axis(small, d, fitted[d])
+    return _map_back(run([small, *feeds[1:]]), real, fitted, policy)
+
+
+def run_in_ranges(
+    manifest: OMManifest,
+    feeds: List[np.ndarray],
+    policy: TaskPolicy,
+    infer: Callable[[List[np.ndarray]], List[np.ndarray]],
+    oversize: str = "error",
+    on_fit: Optional[Callable[[Shape, Shape], None]] = None,
+) -> List[np.ndarray]:
+    """Run ``feeds`` on a dymshape OM: as they are, or, for an input above the OM's ranges with
+    ``oversize="fit"``, resized down into them (outputs mapped back as for gears); else refused."""
+    real = [list(f.shape) for f in feeds]
+    ranges = manifest.input_ranges()
+    inside = all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, real))
+    fitted = fit_to_ranges(manifest, real, policy) if oversize == "fit" and not inside else None
+    if fitted is not None:
+        return _run_fitted(feeds, fitted, policy, infer, on_fit)
+    check_ranges(manifest, real, policy)
+    return infer(feeds)
+
+
 def run_with_gears(
     manifest: OMManifest,
     feeds: List[np.ndarray],
@@ -318,13 +381,8 @@ def run_with_gears(
     if oversize == "fit" and not _held(manifest, real, policy):
         fitted = fit_shape(manifest, real, policy)
         if fitted is not None:
-            if on_fit is not None:
-                on_fit(real[0], fitted)
-            small = feeds[0]
-            for d in policy.fit_dims:
-                small = resize_axis(small, d, fitted[d])
-            out = run_with_gears(manifest, [small, *feeds[1:]], policy, infer, pad_value)
-            return _map_back(out, real[0], fitted, policy)
+            again = partial(run_with_gears, manifest, policy=policy, infer=infer, pad_value=pad_value)
+            return _run_fitted(feeds, fitted, policy, again, on_fit)
     batched = [0 in policy.paddable(f.ndim) for f in feeds]
     n = real[0][0] if feeds[0].ndim else 1
     limit = max_batch(manifest, real, policy) if any(batched) else None

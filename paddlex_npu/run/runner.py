@@ -26,9 +26,9 @@ from .dtypes import numpy_dtype
 from .gears import (
     InputShapeError,
     check_output_ranks,
-    check_ranges,
     check_task_rules,
     policy_for,
+    run_in_ranges,
     run_with_gears,
 )
 from .session import OpenedSession, open_session
@@ -130,8 +130,14 @@ class OMRunner:
         ``learn``: let the output sizer learn from this call (off for warm-up's synthetic shapes).
         """
         if self.mode == "dymshape":
-            check_ranges(self.manifest, [list(f.shape) for f in feeds])
-            return self._run_session(feeds, learn)
+            return run_in_ranges(
+                self.manifest,
+                feeds,
+                self.policy,
+                lambda f: self._run_session(f, learn),
+                self.config.oversize,
+                self._warn_fit,
+            )
         return run_with_gears(
             self.manifest,
             feeds,
@@ -147,15 +153,21 @@ class OMRunner:
         if self._fit_warned:
             return
         self._fit_warned = True
+        larger = (
+            "Rebuild the OM with wider ranges (paddlex-npu convert without --max-side/--max-width)"
+            if self.mode == "dymshape"
+            else "Add a larger gear (paddlex-npu convert --gears auto plans one that holds every input)"
+        )
         logger.warning(
-            "%s: an input of shape %s is larger than every gear of the OM (%s); oversize 'fit' resized it to %s "
-            "(%s), which may read less well. Add a larger gear (paddlex-npu convert --gears auto plans one that "
-            "holds every input) or set backend_config oversize: 'error' to refuse such inputs. Logged once per model",
+            "%s: an input of shape %s is larger than the OM takes (%s); oversize 'fit' resized it to %s "
+            "(%s), which may read less well. %s or set backend_config oversize: 'error' to refuse such inputs. "
+            "Logged once per model",
             self.name,
             real,
             self.manifest.describe(),
             fitted,
             "image scaled, map scaled back" if self.policy.fit_image else "width squeezed",
+            larger,
         )
 
     def _run_session(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:

@@ -1,7 +1,8 @@
 """What varies in a model's inputs, by task, and the ATC options that follow (shapes, ranges, default gears).
 
 The task is the PaddleX predictor of ``Global.model_name`` (asked of the adapter); the limits come from the
-model's ``inference.yml`` preprocessing.
+model's ``inference.yml`` preprocessing, but for detection's dymshape ranges, which reach what PaddleX's OCR
+pipelines can send (``max_side_limit``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from ..errors import ConfigError, PaddlexNpuError
 
 REC_MAX_WIDTH = 3200  # PaddleX's text recognition resizes lines up to this width
 DET_DEFAULT_LIMIT = 960
+# DetResizeForTest's max_side_limit default: what PaddleX's OCR pipelines (limit_type min) can feed detection
+DET_MAX_SIDE_LIMIT = 4000
 
 
 class ConvertError(PaddlexNpuError, RuntimeError):
@@ -26,7 +29,8 @@ class Task:
 
     predictor: str
     kind: str  # text_det | text_rec | batch
-    limit: int = DET_DEFAULT_LIMIT  # text_det: largest side after preprocessing
+    limit: int = DET_DEFAULT_LIMIT  # text_det: largest side the model's own preprocessing makes (default gears)
+    range_limit: int = DET_MAX_SIDE_LIMIT  # text_det: largest side of the dymshape ranges (pipelines go up to it)
     max_batch: int = 6
     image_hw: Optional[Tuple[int, int]] = None  # batch: the fixed H, W the preprocessing produces
 
@@ -65,11 +69,16 @@ def _fixed_hw(cfg: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     return hw
 
 
+def _ceil32(side: int) -> int:
+    return int(math.ceil(side / 32) * 32)
+
+
 def task_of(model_name: str, cfg: Dict[str, Any], max_batch: int = 6, max_side: Optional[int] = None) -> Task:
     predictor = predictor_class(model_name)
     if predictor.startswith("TextDet"):
         limit = max_side or _det_limit(cfg)
-        return Task(predictor, "text_det", limit=int(math.ceil(limit / 32) * 32), max_batch=1)
+        top = max_side or DET_MAX_SIDE_LIMIT
+        return Task(predictor, "text_det", limit=_ceil32(limit), range_limit=_ceil32(top), max_batch=1)
     if predictor.startswith("TextRec"):
         return Task(predictor, "text_rec", max_batch=max_batch)
     return Task(predictor, "batch", max_batch=max_batch, image_hw=_fixed_hw(cfg))
@@ -99,7 +108,7 @@ def default_ranges(task: Task, shapes: List[List[int]]) -> List[List[Tuple[int, 
             if d > 0:
                 r.append((d, d))
             elif task.kind == "text_det":
-                r.append((32, task.limit))
+                r.append((32, task.range_limit))
             elif task.kind == "text_rec":
                 r.append((1, task.max_batch) if j == 0 else (32, REC_MAX_WIDTH))
             elif j == 0:

@@ -16,7 +16,7 @@ from paddlex_npu.om import manifest as mf
 from paddlex_npu.testing import assets
 from paddlex_npu.tools.convert import ConvertError, convert
 from paddlex_npu.tools.export import OnnxModel, check_against_paddle
-from tests.helpers import CHINESE, ENGLISH, norm
+from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm, run_ocr
 from tests.paddlex.compat import ocr_modes_and_texts
 
 
@@ -49,7 +49,8 @@ def test_exported_onnx_matches_paddle(packages, paddle_only):
 def test_packages_hold_what_the_route_needs(packages):
     det = mf.load(packages / assets.DET / mf.MANIFEST_NAME)
     rec = mf.load(packages / assets.REC / mf.MANIFEST_NAME)
-    assert det.mode == "dymshape" and det.input_ranges()["x"] == [(1, 1), (3, 3), (32, 960), (32, 960)]
+    # up to max_side_limit: what PaddleX's OCR pipelines (limit_type min) feed detection
+    assert det.mode == "dymshape" and det.input_ranges()["x"] == [(1, 1), (3, 3), (32, 4000), (32, 4000)]
     assert rec.mode == "dymdims" and rec.inputs[0].shape == [-1, 3, 48, -1] and [6, 3200] in rec.gears
     for folder, man in ((packages / assets.DET, det), (packages / assets.REC, rec)):
         assert sorted(p.name for p in folder.iterdir()) == [
@@ -68,6 +69,29 @@ def test_converted_packages_read_text_on_the_npu_route(packages, images):
     assert modes == ("dymshape", "dymdims")
     assert norm(got["english"]["texts"]) == norm(ENGLISH)
     assert got["chinese"]["texts"] == CHINESE
+
+
+def test_converted_dymshape_det_takes_the_pages_paddlex_default_pipeline_sends(asset_root, packages, tmp_path):
+    """PaddleX's default OCR settings (limit_side_len 64, limit_type min, max_side_limit 4000) feed detection a
+    page at its own size: the converted det's ranges reach max_side_limit, so a 1280-wide page runs as it is."""
+    from paddlex import create_pipeline
+
+    page = assets.render_text_image(["Wide pages reach detection at their own size 2026"], tmp_path / "w.png", size=44)
+    root = tmp_path / "om"
+    shutil.copytree(asset_root / "om", root)
+    shutil.rmtree(root / assets.DET)
+    shutil.copytree(packages / assets.DET, root / assets.DET)
+    default = {"limit_side_len": 64, "limit_type": "min", "max_side_limit": 4000}
+    got = {}
+    for name, models in (("bundled", asset_root / "om"), ("converted", root)):
+        config = assets.ocr_pipeline_config(models, **default)
+        p = create_pipeline(config=config, device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+        try:
+            got[name] = run_ocr(p, {"w": page})["w"]
+        finally:
+            p.close()
+    assert got["converted"]["texts"] == got["bundled"]["texts"] and len(got["bundled"]["texts"]) == 1
+    np.testing.assert_allclose(got["converted"]["boxes"], got["bundled"]["boxes"], atol=1)
 
 
 def test_gears_auto_from_real_preprocessing(paddle_only, packages, images, tmp_path):

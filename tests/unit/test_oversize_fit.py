@@ -90,3 +90,45 @@ def test_runner_warns_once_per_model(caplog):
         runner._warn_fit([1, 3, 48, 3000], [1, 3, 48, 800])
     warned = [r for r in caplog.records if "oversize 'fit'" in r.getMessage()]
     assert len(warned) == 1 and "width squeezed" in warned[0].getMessage()
+
+
+RANGES = parse(
+    {
+        "mode": "dymshape",
+        "inputs": [{"name": "x", "shape": [1, 3, -1, -1], "range": [[1, 1], [3, 3], [32, 960], [32, 960]]}],
+    },
+    "t",
+)
+REC_RANGES = parse(
+    {
+        "mode": "dymshape",
+        "inputs": [{"name": "x", "shape": [-1, 3, 48, -1], "range": [[1, 6], [3, 3], [48, 48], [32, 3200]]}],
+    },
+    "t",
+)
+
+
+def test_dymshape_fit_shrinks_into_the_ranges_and_maps_back():
+    """A dymshape OM built with smaller ranges than the pipeline's limits: oversize ``fit`` resizes the input
+    into them (det: aspect kept, 32-multiples, map scaled back; rec: width squeezed); inside them, nothing."""
+    from paddlex_npu.run.gears import fit_to_ranges, run_in_ranges
+
+    assert fit_to_ranges(RANGES, [[1, 3, 1280, 1920]], DET) == [1, 3, 640, 960]
+    assert fit_to_ranges(RANGES, [[1, 3, 640, 960]], DET) is None  # already inside
+    assert fit_to_ranges(REC_RANGES, [[6, 3, 48, 4000]], REC) == [6, 3, 48, 3200]
+    assert fit_to_ranges(REC_RANGES, [[8, 3, 48, 4000]], REC) is None  # the batch stays out of range
+    seen, fits = [], []
+
+    def infer(feeds):
+        seen.append(feeds[0].shape)
+        return [feeds[0][:, :1]]
+
+    x = np.zeros((1, 3, 1280, 1920), np.float32)
+    (out,) = run_in_ranges(RANGES, [x], DET, infer, oversize="fit", on_fit=lambda r, f: fits.append(f))
+    assert seen == [(1, 3, 640, 960)] and out.shape == (1, 1, 1280, 1920) and fits == [[1, 3, 640, 960]]
+    (out,) = run_in_ranges(RANGES, [x[..., :640, :960]], DET, infer, oversize="fit")
+    assert seen[-1] == (1, 3, 640, 960) and out.shape == (1, 1, 640, 960)
+    with pytest.raises(InputShapeError, match="outside the OM's .*oversize: 'fit' resizes it down into the ranges"):
+        run_in_ranges(RANGES, [x], DET, infer, oversize="error")
+    with pytest.raises(InputShapeError, match=r"of shape \[8, 3, 48, 4000\] is outside"):
+        run_in_ranges(REC_RANGES, [np.zeros((8, 3, 48, 4000), np.float32)], REC, infer, oversize="fit")
