@@ -4,7 +4,7 @@ Usage::
 
     import paddlex_npu                      # installs the NPU route into PaddleX
     from paddlex import create_pipeline
-    ocr = create_pipeline(config="ocr.yaml", device="npu:0", use_hpip=True,
+    ocr = create_pipeline(pipeline="ocr.yaml", device="npu:0", use_hpip=True,
                           hpi_config={"backend": "om", "device_type": "npu", "device_id": 0})
 
 Every model of the pipeline then runs through an ais_bench ``InferSession`` in ``dymshape`` mode (or the CPU
@@ -30,7 +30,9 @@ import sys
 from .errors import (
     ConfigError,
     DeviceCallError,
+    ExecutorError,
     InputMismatchError,
+    InputShapeError,
     ModelFileError,
     NpuDeviceUnavailableError,
     PaddlexNpuError,
@@ -46,9 +48,11 @@ from .version import __version__
 __all__ = [
     "ConfigError",
     "DeviceCallError",
+    "ExecutorError",
     "ItemResult",
     "ParallelExecutor",
     "InputMismatchError",
+    "InputShapeError",
     "ModelFileError",
     "NpuDeviceUnavailableError",
     "PaddlexNpuError",

@@ -43,7 +43,7 @@ class OMBackendConfig(BaseModel):
         None, description="input name -> shape used for warm-up (default: dynamic dims set to 1 / 64)"
     )
     manifest: Optional[Dict[str, Any]] = Field(
-        None, description="OM manifest (schema in paddlex_npu.manifest) overriding or standing in for inference.om.json"
+        None, description="OM manifest (schema: paddlex_npu.om.manifest) overriding or standing in for its JSON file"
     )
     memory_budget: Optional[PositiveInt] = Field(
         None,

@@ -52,6 +52,10 @@ class InputMismatchError(PaddlexNpuError, ValueError):
     category = "input"
 
 
+class InputShapeError(InputMismatchError):
+    """An input fits none of the OM's gears or ranges."""
+
+
 class ConfigError(PaddlexNpuError, ValueError):
     """An invalid ``backend_config`` / ``engine_config`` for the OM route."""
 

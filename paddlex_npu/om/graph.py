@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Dict, List, Set, Union
 
+from ..deps import require
+
 # ONNX operators whose output shape follows the input values, not only the input shapes.
 DATA_DEPENDENT_OPS = frozenset({"NonMaxSuppression", "NonZero", "Unique", "Compress", "MultiClassNMS"})
 
@@ -19,7 +21,7 @@ def _fixed(value_info) -> bool:
 def data_dependent_outputs(onnx_path: Union[str, Path]) -> List[str]:
     """Outputs computed from a data-dependent-shape operator (NMS, NonZero, ...) whose declared shape is not
     fully fixed: ``boxes [M, 6]`` after NMS is one, ``box_num [1]`` is not."""
-    import onnx
+    onnx = require("onnx", "reading the model graph (convert, inspect, the reference runtime)")
 
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     producers: Dict[str, object] = {out: node for node in graph.node for out in node.output}

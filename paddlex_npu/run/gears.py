@@ -29,14 +29,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..errors import ConfigError, InputMismatchError
+from ..errors import ConfigError, InputShapeError
 from ..om.manifest import OMManifest, in_ranges
 
 Shape = List[int]
-
-
-class InputShapeError(InputMismatchError):
-    """An input fits none of the OM's gears or ranges."""
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
+from ..deps import require
+from ..errors import RuntimeUnavailableError
 from ..om.atc import dym_shape_text
 from ..om.manifest import in_ranges
 from ..om.paths import check_model_path
@@ -93,10 +95,7 @@ class InferSession:
                 f"reference runtime: no ONNX model {onnx_file} for {model_path}; the CPU reference runs the "
                 "ONNX the OM was converted from, put it beside the .om as inference.onnx"
             )
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency of the reference extra
-            raise RuntimeError("the reference runtime needs onnxruntime: pip install onnxruntime") from exc
+        require("onnxruntime", "the CPU reference runtime", RuntimeUnavailableError)
 
         self.device_id = device_id
         self.model_path = str(model_path)

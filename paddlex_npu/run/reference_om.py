@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..deps import require
+from ..errors import ConfigError, RuntimeUnavailableError
 from ..om.graph import data_dependent_outputs
 from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
@@ -56,7 +57,7 @@ class ReferenceOM:
     """
 
     def __init__(self, onnx_path: Path, manifest: Any = None, *, intra_op_num_threads: int = 0) -> None:
-        import onnxruntime as ort
+        ort = require("onnxruntime", "the CPU reference runtime", RuntimeUnavailableError)
 
         options = ort.SessionOptions()
         options.log_severity_level = 3

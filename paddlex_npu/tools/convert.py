@@ -329,7 +329,21 @@ def plan_conversion(
         }
     )
     man.check_soc()
+    _check_loadable(model_name, task, onnx.path, man)
     return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest) -> None:
+    """What the runner checks when it loads the package (the task's shape rules; every gear through ONNX shape
+    inference, the model not run), checked before ATC runs and anything is written."""
+    from ..run.gears import check_task_rules, policy_for
+    from ..run.reference_om import ReferenceOM
+
+    try:
+        check_task_rules(man, policy_for(task.predictor), model_name)
+        ReferenceOM(onnx_path, man).output_descs()
+    except ConfigError as exc:
+        raise ConfigError(f"--gears / --input-shape describe an OM the route would refuse at load: {exc}") from None
 
 
 def _input_specs(onnx: OnnxModel, task: Task, input_shape: Optional[str]) -> Tuple[List[List[int]], List[mf.InputSpec]]:
@@ -338,6 +352,12 @@ def _input_specs(onnx: OnnxModel, task: Task, input_shape: Optional[str]) -> Tup
     shapes = task_shapes(task, onnx.inputs)
     if input_shape:
         given = parse_input_shape(input_shape, names)
+        for name, onnx_shape, _ in onnx.inputs:
+            if name in given and len(given[name]) != len(onnx_shape):
+                raise ConfigError(
+                    f"--input-shape {input_shape!r}: {name} has {len(given[name])} dims there and "
+                    f"{len(onnx_shape)} in the model ({','.join(map(str, onnx_shape))}): give all {len(onnx_shape)}"
+                )
         shapes = [given.get(n, s) for n, s in zip(names, shapes)]
     specs = [
         mf.InputSpec(name=n, dtype=dt, format="NCHW" if len(s) == 4 else "ND", shape=s)

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..deps import require
 from ..errors import ModelFileError
 from ..run.dtypes import onnx_numpy_dtype
 from . import export_env
@@ -31,7 +32,7 @@ class OnnxModel:
 
     @classmethod
     def open(cls, path: Path) -> OnnxModel:
-        import onnxruntime as ort
+        ort = require("onnxruntime", "convert (it checks the ONNX against Paddle)")
 
         options = ort.SessionOptions()
         options.log_severity_level = 3  # paddle2onnx 2.x leaves unused initializers, each a warning

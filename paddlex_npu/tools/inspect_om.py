@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List
 
+from ..deps import require
 from ..errors import ModelFileError
 from ..om import manifest as mf
 
 
 def _onnx_lines(path: Path) -> List[str]:
-    import onnxruntime as ort
+    ort = require("onnxruntime", "inspect (it opens the package's ONNX)")
 
     try:
         sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -118,6 +118,25 @@ def test_gears_auto_from_real_preprocessing(paddle_only, packages, images, tmp_p
     assert any("--export-env auto was not used" in n and "has its inference.onnx" in n for n in result.notes)
 
 
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        ({"mode": "gears", "gears": "641,640;960,960"}, "dymhw gear x:1,3,641,640 has H=641, not a multiple of 32"),
+        ({"mode": "static", "input_shape": "x:1,3,641,640"}, "static gear x:1,3,641,640 has H=641"),
+        ({"mode": "dymshape", "input_shape": "x:1,3,-1"}, "x has 3 dims there and 4 in the model"),
+    ],
+    ids=["gear-not-32", "static-not-32", "rank"],
+)
+def test_options_the_route_would_refuse_at_load_are_refused_before_atc(packages, tmp_path, options, says):
+    """convert writes no package that its own loader refuses: the load-time checks run before ATC."""
+    src = tmp_path / "src"
+    shutil.copytree(packages / assets.DET, src, ignore=shutil.ignore_patterns("*.json", "atc.sh"))
+    mode = options.pop("mode")
+    with pytest.raises(ConfigError, match=says):
+        convert(src, tmp_path / "out", "Ascend310P3", mode, run=False, **options)
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_inputs_give_clear_errors_and_no_package(paddle_only, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import paddlex_npu
 from paddlex_npu import errors
 from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.errors import http_status
@@ -33,6 +34,14 @@ def test_every_error_has_a_category_and_a_status(cls, category, status):
     assert exc.category == category and errors.category_of(exc) == category
     code, message = http_status(exc)
     assert code == status and message.endswith("what went wrong: do this")
+
+
+def test_every_error_is_importable_from_the_package():
+    """What the README's error tables name, a user imports from ``paddlex_npu`` (the one error module)."""
+    names = [n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, errors.PaddlexNpuError)]
+    assert "InputShapeError" in names and InputShapeError is errors.InputShapeError
+    missing = [n for n in names if getattr(paddlex_npu, n, None) is not getattr(errors, n)]
+    assert not missing, missing
 
 
 def test_other_exceptions_are_500_without_their_text():

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
 ORDER = ["base", "om", "run", "paddlex", "executor", "tools", "serve", "testing", "cli"]
-BASE = {"errors", "config", "log", "version"}
+BASE = {"errors", "config", "log", "version", "deps"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
 FORBIDDEN = {
@@ -116,3 +116,32 @@ def test_import_loads_no_heavy_dependency():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr[-2000:])
+
+
+def test_a_missing_optional_package_names_the_feature_and_the_pip_command():
+    """convert, inspect and the reference runtime import onnx/onnxruntime when used; without them the error says
+    which feature needs which package and the pip command (not an ImportError traceback)."""
+    code = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split('.')[0] in ('onnx', 'onnxruntime'):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Block())
+from paddlex_npu.errors import ConfigError, RuntimeUnavailableError
+from paddlex_npu.om.graph import data_dependent_outputs
+from paddlex_npu.run.reference_om import ReferenceOM
+calls = [(lambda: data_dependent_outputs('m.onnx'), ConfigError),
+         (lambda: ReferenceOM('m.onnx'), RuntimeUnavailableError)]
+for call, error in calls:
+    try:
+        call()
+    except error as exc:
+        print(exc)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.strip().splitlines()
+    assert out.returncode == 0 and len(lines) == 2, (out.stdout, out.stderr[-2000:])
+    assert "needs the Python package onnx, which is not installed here: pip install onnx" in lines[0]
+    assert "the CPU reference runtime needs the Python package onnxruntime" in lines[1]
+    assert "pip install 'paddlex-npu[reference]'" in lines[1]

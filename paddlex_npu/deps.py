@@ -1,0 +1,28 @@
+"""Optional third-party packages, imported where a feature needs them: when one is missing, the error names the
+feature, the package and the pip command (the extras of setup.cfg), not an ImportError traceback."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Type
+
+from .errors import ConfigError, PaddlexNpuError
+
+# module -> (pip package, the paddlex-npu extra that brings it)
+OPTIONAL = {
+    "onnx": ("onnx", "convert"),
+    "onnxruntime": ("onnxruntime", "reference"),
+}
+
+
+def require(module: str, feature: str, error: Type[PaddlexNpuError] = ConfigError) -> ModuleType:
+    """``import module``, or ``error`` saying that ``feature`` needs it and how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pip, extra = OPTIONAL[module.split(".")[0]]
+        raise error(
+            f"{feature} needs the Python package {pip}, which is not installed here: pip install {pip} "
+            f"(or pip install 'paddlex-npu[{extra}]')"
+        ) from exc
