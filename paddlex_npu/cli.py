@@ -564,7 +564,12 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight)")
     p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1 (default npu:0)")
-    p.add_argument("--runtime", choices=("ais_bench", "reference"), help="backend_config runtime (default: env)")
+    p.add_argument(
+        "--runtime",
+        choices=("ais_bench", "reference", "simulated"),
+        help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
+        "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
+    )
     p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above)")
     p.add_argument(
         "--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS, help="largest decoded image (422 above)"
@@ -620,7 +625,7 @@ def _cmd_triton_serve(args: argparse.Namespace) -> int:
     try:
         argv, env = tritonserver_command(
             args.repo,
-            args.workdir or Path(args.repo).resolve().parent / ".tritonserver",
+            args.workdir,
             args.http_port,
             args.grpc_port,
             args.metrics_port,
@@ -635,13 +640,17 @@ def _cmd_triton_serve(args: argparse.Namespace) -> int:
 
 
 def _triton_serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("repo", help="a repository written by paddlex-npu triton-repo")
+    p.add_argument("repo", help="a repository written by `paddlex-npu triton-repo PIPELINE.yaml REPO` (checked first)")
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--metrics-port", type=int, default=8002)
     p.add_argument("--poll", type=int, help="poll the repository every N seconds (new versions roll in)")
-    p.add_argument("--workdir", help="folder for the Python backend (default: REPO/../.tritonserver)")
+    p.add_argument(
+        "--workdir",
+        help="folder for the Python backend files (default: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
+        "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
+    )
 
 
 @dataclass(frozen=True)

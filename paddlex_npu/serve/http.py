@@ -82,7 +82,7 @@ class _Guard:
             if length is not None and length.isdigit() and int(length) > self.max_body:
                 while (await receive()).get("more_body"):  # read it off (unkept), so plain clients see the answer
                     pass
-                return await _answer(send, 413, f"request body of {int(length)} bytes is over {self.max_body}", True)
+                return await _answer(send, 413, self._too_large(f"request body of {int(length)} bytes"), True)
         received = 0
         started = False
 
@@ -105,10 +105,18 @@ class _Guard:
             await self.app(scope, counted_receive, tracked_send)
         except _BodyTooLargeError:
             if not started:
-                await _answer(send, 413, f"request body is over {self.max_body} bytes", close=True)
+                await _answer(send, 413, self._too_large("request body"), close=True)
         finally:
             with self.state.lock:
                 self.state.in_flight -= 1
+
+    def _too_large(self, what: str) -> str:
+        """The 413 message: the limit and the server option that sets it."""
+        mb = self.max_body / (1024 * 1024)
+        return (
+            f"{what} is over the server's limit of {self.max_body} bytes ({mb:g} MB): send a smaller request, "
+            "or start paddlex-npu serve with a larger --max-body-mb"
+        )
 
 
 class _BodyTooLargeError(Exception):

@@ -19,6 +19,7 @@ server's own libraries in ``nvidia_pytriton.libs``.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import json
@@ -35,6 +36,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..om.manifest import MANIFEST_NAME, load
+from .export_env import CACHE_ENV
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
 _MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.serve.triton_model)."""
@@ -283,9 +285,44 @@ def _pytriton_dir() -> Path:
     return Path(spec.origin).parent
 
 
+def check_repository(repo: Union[str, Path]) -> Path:
+    """``repo`` resolved, once it is a folder holding at least one model (``<model>/config.pbtxt``, as
+    ``paddlex-npu triton-repo`` writes it): tritonserver would otherwise fail late or serve nothing forever."""
+    root = Path(repo)
+    fix = f"write one with `paddlex-npu triton-repo PIPELINE.yaml {repo}`"
+    if not root.exists():
+        raise ConfigError(f"model repository {repo} does not exist: {fix}")
+    if not root.is_dir():
+        raise ConfigError(f"model repository {repo} is not a folder: give the folder `paddlex-npu triton-repo` wrote")
+    if not any(root.glob("*/config.pbtxt")):
+        raise ConfigError(f"model repository {repo} holds no model (no <model>/config.pbtxt): {fix}")
+    return root.resolve()
+
+
+def default_workdir() -> Path:
+    """Where ``triton-serve`` puts the Python backend unless told: a cache folder per nvidia-pytriton install and
+    Python version (``$PADDLEX_NPU_CACHE``, else ``~/.cache/paddlex_npu``, then ``tritonserver/py<X.Y>-<hash>``),
+    never inside or beside the repository; servers of the same install share it."""
+    pkg = str(_pytriton_dir().resolve())
+    tag = f"py{sys.version_info[0]}.{sys.version_info[1]}-{hashlib.sha256(pkg.encode()).hexdigest()[:12]}"
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddlex_npu") / "tritonserver" / tag
+
+
+def _copy_if_changed(src: Path, folder: Path) -> None:
+    """``src`` into ``folder``, unless the same file (size and mtime) is there; replaced atomically, so a server
+    running the old copy (an executable cannot be written while it runs) keeps it."""
+    dest = folder / src.name
+    have, want = (dest.stat() if dest.is_file() else None), src.stat()
+    if have and (have.st_size, have.st_mtime_ns) == (want.st_size, want.st_mtime_ns):
+        return
+    tmp = folder / f".{src.name}.{os.getpid()}.tmp"
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dest)
+
+
 def tritonserver_command(
     repo: Union[str, Path],
-    workdir: Union[str, Path],
+    workdir: Union[str, Path, None] = None,
     http_port: int = 8000,
     grpc_port: int = 8001,
     metrics_port: int = 8002,
@@ -294,7 +331,9 @@ def tritonserver_command(
     extra: Sequence[str] = (),
 ) -> Tuple[List[str], Dict[str, str]]:
     """The argv and environment that run nvidia-pytriton's ``tritonserver`` on ``repo`` with this interpreter's
-    venv for the Python backend; ``workdir`` gets the backend folder (the stub of this Python version)."""
+    venv for the Python backend; ``workdir`` (default :func:`default_workdir`) gets the backend folder (the stub
+    of this Python version). ``repo`` is checked (:func:`check_repository`) before anything is written."""
+    repo = check_repository(repo)
     pkg = _pytriton_dir()
     server = pkg / "tritonserver"
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -302,11 +341,12 @@ def tritonserver_command(
     if not stub.is_file():
         shipped = sorted(p.name for p in (server / "python_backend_stubs").iterdir())
         raise ConfigError(f"nvidia-pytriton has no Python backend stub for Python {version} (it has {shipped})")
-    backend = Path(workdir) / "backends" / "python"
+    workdir = Path(workdir or default_workdir()).resolve()
+    backend = workdir / "backends" / "python"
     backend.mkdir(parents=True, exist_ok=True)
     for src in (*(server / "backends" / "python").glob("*.*"), stub):
         if src.is_file():
-            shutil.copy2(src, backend / src.name)
+            _copy_if_changed(src, backend)
     libs = [str(pkg.parent / "nvidia_pytriton.libs")]
     libdir = sysconfig.get_config_var("LIBDIR")
     if libdir and any(Path(libdir).glob("libpython3*.so*")):
@@ -316,8 +356,8 @@ def tritonserver_command(
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     argv = [
         str(server / "bin" / "tritonserver"),
-        f"--model-repository={Path(repo).resolve()}",
-        f"--backend-directory={Path(workdir).resolve() / 'backends'}",
+        f"--model-repository={repo}",
+        f"--backend-directory={workdir / 'backends'}",
         f"--http-address={host}",
         f"--grpc-address={host}",
         f"--metrics-address={host}",

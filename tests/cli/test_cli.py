@@ -107,3 +107,53 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     assert all("3.5+" in why for why in figures["skipped"].values()), figures["skipped"]
     assert "img/s" in out.stdout and "bound" in out.stdout and "%|" in out.stderr  # the progress bar
     assert Image.open(tmp_path / "b.png").size[0] > 800
+
+
+def test_serve_takes_every_runtime_of_the_route(tmp_path, monkeypatch):
+    """``--runtime simulated`` (what ``benchmark --serve`` runs on) reaches the workers' backend_config, which
+    takes it; the server itself is not started here."""
+    from paddlex_npu import cli
+    from paddlex_npu.config import OMBackendConfig, validate
+    from paddlex_npu.serve import http
+    from paddlex_npu.serve.route import hpi_config
+
+    seen = []
+    monkeypatch.setattr(http, "serve", lambda config, options, on_ready=None: seen.append(options.runtime))
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text("pipeline_name: OCR\n")
+    for runtime in ("ais_bench", "reference", "simulated"):
+        assert cli.main(["serve", str(pipeline), "--runtime", runtime]) == 0
+    assert seen == ["ais_bench", "reference", "simulated"]
+    backend = hpi_config({}, 0, "simulated")["backend_config"]
+    assert validate(OMBackendConfig, backend, "backend_config").runtime == "simulated"
+
+
+def _listing(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "kind, says",
+    [
+        ("missing", "does not exist: write one with `paddlex-npu triton-repo PIPELINE.yaml"),
+        ("file", "is not a folder: give the folder `paddlex-npu triton-repo` wrote"),
+        ("empty", "holds no model (no <model>/config.pbtxt): write one with `paddlex-npu triton-repo PIPELINE.yaml"),
+        ("no-config", "holds no model"),
+    ],
+)
+def test_triton_serve_checks_the_repository_before_writing_or_starting_anything(tmp_path, kind, says):
+    """A missing, empty or foreign folder is refused with the fix; nothing is written (no backend folder beside
+    the repository or in the cache) and tritonserver is not started."""
+    repo = tmp_path / "repo"
+    if kind == "file":
+        repo.write_text("not a repository")
+    elif kind == "empty":
+        repo.mkdir()
+    elif kind == "no-config":
+        (repo / "ocr" / "1").mkdir(parents=True)
+    before = _listing(tmp_path)
+    env = {**os.environ, "PADDLEX_NPU_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path / "home")}
+    out = _cli("triton-serve", str(repo), env=env)
+    assert out.returncode == 1 and out.stdout == "", out.stdout + out.stderr
+    assert out.stderr.startswith(f"paddlex-npu triton-serve: model repository {repo} ") and says in out.stderr
+    assert _listing(tmp_path) == before

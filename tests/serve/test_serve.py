@@ -121,7 +121,12 @@ def _huge_png() -> bytes:
         ("{", "application/json", 422, "json_invalid"),
         (json.dumps({"file": "x", "fileType": 1}), "text/plain", 415, "Content-Type must be application/json"),
         ("HUGE", "application/json", 422, "exceeds maximum allowed 4000000"),
-        ("x" * (9 * 1024 * 1024), "application/json", 413, "over"),
+        (
+            "x" * (9 * 1024 * 1024),
+            "application/json",
+            413,
+            "(8 MB): send a smaller request, or start paddlex-npu serve with a larger --max-body-mb",
+        ),
     ],
     ids=["non-image", "empty-body", "missing-field", "not-json", "wrong-content-type", "huge-image", "huge-body"],
 )
@@ -139,8 +144,35 @@ def test_route_errors_map_to_status_codes():
     assert http_status(errors.RuntimeUnavailableError("x")) == 503 and http_status(ValueError()) == 500
     assert parse_devices("npu:0,1") == [0, 1] and parse_devices("npu") == [0]
     for bad in ("gpu:0", "npu:a", "npu:0,0"):
-        with pytest.raises(errors.ConfigError):
+        with pytest.raises(errors.ConfigError, match="device"):
             parse_devices(bad)
+
+
+def test_a_streamed_body_over_the_limit_gets_413_naming_the_option():
+    """Without a Content-Length (chunked), the guard counts what the app reads and answers 413 the same way."""
+    import asyncio
+
+    from paddlex_npu.serve.http import _Guard, _State
+
+    async def app(scope, receive, send):
+        while (await receive()).get("more_body"):
+            pass
+
+    chunks = [{"type": "http.request", "body": b"x" * 600_000, "more_body": True}] * 2
+    chunks.append({"type": "http.request", "body": b"", "more_body": False})
+    sent = []
+
+    async def receive():
+        return chunks.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "headers": [(b"content-type", b"application/json")]}
+    asyncio.run(_Guard(app, _State(), 1024 * 1024)(scope, receive, send))
+    answer = json.loads(sent[1]["body"])
+    assert sent[0]["status"] == 413 and answer["errorCode"] == 413
+    assert "limit of 1048576 bytes (1 MB)" in answer["errorMsg"] and "--max-body-mb" in answer["errorMsg"]
 
 
 def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images):

@@ -288,3 +288,21 @@ def test_shutdown_answers_requests_in_flight(triton, images):
     assert len(answers) == 3 and all(s == 200 and _hps_answer(a)["errorCode"] == 0 for s, a in answers), answers
     assert late[0] != 200, late
     assert triton["proc"].wait(60) == 0, triton["log"].read_text(errors="replace")[-3000:]
+
+
+def test_default_workdir_is_a_cache_folder_shared_and_never_beside_the_repository(tmp_path, monkeypatch):
+    from paddlex_npu.tools.triton_repo import default_workdir
+
+    monkeypatch.setenv("PADDLEX_NPU_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "deploy" / "repo"
+    (repo / "ocr").mkdir(parents=True)
+    (repo / "ocr" / "config.pbtxt").write_text('name: "ocr"\n')
+    argv, _ = tritonserver_command(repo)
+    work = default_workdir()
+    assert work.parent == tmp_path / "cache" / "tritonserver" and work.name.startswith("py3.")
+    assert f"--backend-directory={work / 'backends'}" in argv and f"--model-repository={repo}" in argv
+    stub = work / "backends" / "python" / "triton_python_backend_stub"
+    assert stub.is_file() and sorted(p.name for p in (tmp_path / "deploy").iterdir()) == ["repo"]
+    inode = stub.stat().st_ino
+    tritonserver_command(repo)  # a second server: the same files, not rewritten (one may be running them)
+    assert stub.stat().st_ino == inode and not list(stub.parent.glob(".*.tmp"))
