@@ -1,0 +1,66 @@
+"""The command line refuses wrong arguments and paths up front: a message that names the cause and the fix, a
+non-zero exit, never a traceback (argparse's own errors exit 2, paddlex-npu's exit 1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def _refused(out: subprocess.CompletedProcess, code: int) -> str:
+    """stderr of a run that was refused with ``code`` and no traceback."""
+    assert out.returncode == code, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    return out.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workers", "a"], "argument --workers: 'a' is not a whole number"),
+        (["--workers", "0"], "argument --workers: 0 is below 1"),
+        (["--workers", "1,,0"], "argument --workers: 0 is below 1"),
+        (["--workers", ","], "argument --workers: ',' holds no number"),
+        (["--repeat", "0"], "argument --repeat: 0 is below 1"),
+        (["--pages", "-2"], "argument --pages: -2 is below 1"),
+        (["--serve", "--concurrency", "0"], "argument --concurrency: 0 is below 1"),
+        (["--serve", "--concurrency", "4,x"], "argument --concurrency: 'x' is not a whole number"),
+        (["--serve", "--seconds", "0"], "argument --seconds: 0 seconds: give a number above 0"),
+        (["--serve", "--seconds", "nan"], "argument --seconds: nan seconds: give a number above 0"),
+        (["--serve", "--warmup", "-1"], "argument --warmup: -1 seconds: give a number >= 0"),
+        (["--serve", "--instances", "0"], "argument --instances: 0 is below 1"),
+    ],
+)
+def test_benchmark_refuses_bad_numbers_before_running(args, message):
+    assert f"paddlex-npu benchmark: error: {message}" in _refused(_cli("benchmark", *args), 2)
+
+
+def test_benchmark_names_a_model_folder_that_does_not_exist(tmp_path):
+    missing = tmp_path / "nonexist"
+    err = _refused(_cli("benchmark", "--model", str(missing)), 1)
+    assert err.startswith(f"paddlex-npu benchmark: model folder {missing} does not exist: give the folder of an OM")
+
+
+def test_benchmark_names_a_model_folder_without_inference_yml(tmp_path):
+    err = _refused(_cli("benchmark", "--model", str(tmp_path)), 1)
+    assert f"{tmp_path} holds no inference.yml, so it is no PaddleX model folder" in err
+
+
+def test_benchmark_names_missing_inputs_and_pipeline(tmp_path):
+    err = _refused(_cli("benchmark", "--inputs", str(tmp_path / "pages")), 1)
+    assert f"paddlex-npu benchmark: --inputs {tmp_path / 'pages'} is no folder" in err
+    err = _refused(_cli("benchmark", "--inputs", str(tmp_path)), 1)
+    assert f"--inputs {tmp_path} holds no files" in err
+    err = _refused(_cli("benchmark", "--serve", "--pipeline", str(tmp_path / "ocr.yaml")), 1)
+    assert f"paddlex-npu benchmark --serve: --pipeline {tmp_path / 'ocr.yaml'} does not exist" in err
