@@ -64,3 +64,48 @@ def test_benchmark_names_missing_inputs_and_pipeline(tmp_path):
     assert f"--inputs {tmp_path} holds no files" in err
     err = _refused(_cli("benchmark", "--serve", "--pipeline", str(tmp_path / "ocr.yaml")), 1)
     assert f"paddlex-npu benchmark --serve: --pipeline {tmp_path / 'ocr.yaml'} does not exist" in err
+
+
+def _folder(root: Path, *names: str) -> Path:
+    root.mkdir()
+    for name in names:
+        (root / name).write_bytes(b"x")
+    return root
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        ("inference.yml", "inference.pdmodel", "inference.pdiparams"),
+        ("inference.yml", "inference.json", "inference.pdiparams"),  # PIR
+    ],
+)
+def test_inspect_says_a_paddlex_model_folder_is_no_om_package_and_how_to_convert_it(tmp_path, files):
+    folder = _folder(tmp_path / "model", *files)
+    out = _cli("inspect", str(folder))
+    err = _refused(out, 1)
+    assert f"paddlex-npu inspect: {folder} is a PaddleX model folder" in err and "not an OM package" in err
+    assert f"`paddlex-npu convert {folder} -o OUT --soc-version SOC`" in err
+    assert "manifest" not in out.stdout and "dymshape" not in out.stdout + err
+
+
+def test_inspect_points_a_folder_with_onnx_at_the_onnx(tmp_path):
+    folder = _folder(tmp_path / "model", "inference.yml", "inference.pdmodel", "inference.pdiparams", "inference.onnx")
+    err = _refused(_cli("inspect", str(folder)), 1)
+    assert "is a PaddleX model folder" in err and f"`paddlex-npu inspect {folder / 'inference.onnx'}`" in err
+
+
+def test_inspect_names_a_path_that_does_not_exist_and_a_folder_of_something_else(tmp_path):
+    err = _refused(_cli("inspect", str(tmp_path / "nonexist")), 1)
+    assert err.startswith(f"paddlex-npu inspect: {tmp_path / 'nonexist'} does not exist")
+    folder = _folder(tmp_path / "photos", "a.png")
+    err = _refused(_cli("inspect", str(folder)), 1)
+    assert f"{folder} is not an OM package: it holds neither inference.om nor inference.om.json" in err
+    assert "(it holds: a.png)" in err
+
+
+def test_inspect_still_reads_an_om_package_without_a_manifest(tmp_path):
+    folder = _folder(tmp_path / "pkg", "inference.yml", "inference.om")
+    out = _cli("inspect", str(folder))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"OM package {folder}") and "no manifest: the OM is taken as dymshape" in out.stdout
