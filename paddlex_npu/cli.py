@@ -286,9 +286,13 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
+    from .errors import PaddlexNpuError
     from .tools.selftest import PASS, run_selftest
 
-    report = run_selftest(args.om_root, args.device_id)
+    try:
+        report = run_selftest(args.om_root, args.device_id)
+    except PaddlexNpuError as exc:
+        return _fail("selftest", exc)
     for c in report.checks:
         print(f"[{c.status.upper()}] {c.name}: {c.detail}")
     if args.json:
@@ -303,7 +307,11 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _selftest_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--om-root", type=Path, help="folder with the PP-OCRv4_mobile_det/_rec OM packages")
+    p.add_argument(
+        "--om-root",
+        type=Path,
+        help="folder holding the OM packages in subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
+    )
     p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
     p.add_argument("--device-id", type=int, default=0, help="NPU id (default 0)")
 

@@ -3,6 +3,7 @@ non-zero exit, never a traceback (argparse's own errors exit 2, paddlex-npu's ex
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,29 @@ def test_inspect_still_reads_an_om_package_without_a_manifest(tmp_path):
     out = _cli("inspect", str(folder))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"OM package {folder}") and "no manifest: the OM is taken as dymshape" in out.stdout
+
+
+def test_selftest_names_an_om_root_that_does_not_exist(tmp_path):
+    out = _cli("selftest", "--om-root", str(tmp_path / "nonexist"))
+    err = _refused(out, 1)
+    assert err.startswith(f"paddlex-npu selftest: the OM root {tmp_path / 'nonexist'} does not exist")
+    assert "subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec" in err
+    assert out.stdout == ""  # no per-model check lists missing files
+
+
+def test_selftest_names_the_missing_model_subfolder(tmp_path):
+    out = _cli("selftest", "--om-root", str(tmp_path))
+    assert out.returncode == 1, out.stderr
+    for model in ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec"):
+        assert f"[FAIL] package {model}: {tmp_path} has no {model} folder: give a folder holding" in out.stdout
+
+
+def test_readme_names_the_selftest_model_subfolders():
+    from paddlex_npu.tools.selftest import MODELS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"## Hardware acceptance.*?\n## ", readme, re.S)
+    assert section, "README has no Hardware acceptance section"
+    assert "--om-root DIR" in section.group(0) and "-o DIR/$m" in section.group(0)
+    for model in MODELS:
+        assert f"`{model}`" in section.group(0)
