@@ -24,7 +24,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from .version import __version__
 
@@ -321,15 +321,30 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
     from .paddlex.patcher import paddlex_version
     from .paddlex.versions import SUPPORTED_TEXT
-    from .run.session import DEFAULT_RUNTIME, RUNTIME_ENV
 
     print(f"- paddlex-npu: {__version__}")
     print(f"- supported: {SUPPORTED_TEXT}")
     print(f"- paddlex: {paddlex_version() or 'not installed'}")
     for mod in ("ais_bench", "aclruntime", "onnxruntime", "paddle"):
         print(f"- {mod}: {'importable' if importlib.util.find_spec(mod) else 'missing'}")
-    print(f"- runtime: {os.environ.get(RUNTIME_ENV) or DEFAULT_RUNTIME} (set {RUNTIME_ENV}=reference for the CPU)")
-    return 0
+    line, valid = _runtime_line()
+    print(line)
+    return 0 if valid else 1
+
+
+def _runtime_line() -> Tuple[str, bool]:
+    """(the info line of the runtime $PADDLEX_NPU_RUNTIME chooses, whether that value is one the route takes)."""
+    from .run.session import DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES
+
+    value = os.environ.get(RUNTIME_ENV)
+    if value and value not in RUNTIMES:
+        return (
+            f"- runtime: {value} [x] INVALID: {RUNTIME_ENV}={value} is none of {', '.join(RUNTIMES)}, and the "
+            f"NPU route refuses it: set one of them ({RUNTIME_ENV}=reference for the CPU) or unset it "
+            f"for the default, {DEFAULT_RUNTIME}",
+            False,
+        )
+    return f"- runtime: {value or DEFAULT_RUNTIME} (set {RUNTIME_ENV}=reference for the CPU)", True
 
 
 def _benchmark_inputs(args: argparse.Namespace):

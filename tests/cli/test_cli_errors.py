@@ -3,6 +3,7 @@ non-zero exit, never a traceback (argparse's own errors exit 2, paddlex-npu's ex
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -136,3 +137,16 @@ def test_readme_names_the_selftest_model_subfolders():
     assert "--om-root DIR" in section.group(0) and "-o DIR/$m" in section.group(0)
     for model in MODELS:
         assert f"`{model}`" in section.group(0)
+
+
+def test_info_flags_an_invalid_runtime():
+    out = _cli("info", env={**os.environ, "PADDLEX_NPU_RUNTIME": "cpu"})
+    assert out.returncode == 1, out.stderr
+    flagged = "- runtime: cpu [x] INVALID: PADDLEX_NPU_RUNTIME=cpu is none of ais_bench, reference, simulated"
+    assert flagged in out.stdout
+
+
+def test_info_shows_a_valid_runtime():
+    out = _cli("info", env={**os.environ, "PADDLEX_NPU_RUNTIME": "reference"})
+    assert out.returncode == 0, out.stderr
+    assert "- runtime: reference (" in out.stdout and "INVALID" not in out.stdout
