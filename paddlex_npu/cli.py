@@ -19,11 +19,12 @@ paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 from .version import __version__
 
@@ -38,6 +39,45 @@ def _install_route() -> None:
 def _fail(command: str, exc: Exception) -> int:
     print(f"paddlex-npu {command}: {exc}", file=sys.stderr)
     return 1
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: give 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1: give 1 or more")
+    return value
+
+
+def _positive_ints(text: str) -> List[int]:
+    """argparse type: comma-separated whole numbers >= 1 ('1,2,3')."""
+    values = [t.strip() for t in text.split(",") if t.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"{text!r} holds no number: give whole numbers >= 1, e.g. 1,2,3")
+    return [_positive_int(v) for v in values]
+
+
+def _seconds(text: str, allow_zero: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and (value >= 0 if allow_zero else value > 0)):
+        raise argparse.ArgumentTypeError(f"{text} seconds: give a number {'>= 0' if allow_zero else 'above 0'}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: seconds above 0."""
+    return _seconds(text, allow_zero=False)
+
+
+def _seconds_or_zero(text: str) -> float:
+    """argparse type: seconds, 0 or more."""
+    return _seconds(text, allow_zero=True)
 
 
 def _run_foreign_cli(main: Callable[[], Optional[int]], prog: str, rest: List[str]) -> int:
@@ -246,9 +286,13 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
+    from .errors import PaddlexNpuError
     from .tools.selftest import PASS, run_selftest
 
-    report = run_selftest(args.om_root, args.device_id)
+    try:
+        report = run_selftest(args.om_root, args.device_id)
+    except PaddlexNpuError as exc:
+        return _fail("selftest", exc)
     for c in report.checks:
         print(f"[{c.status.upper()}] {c.name}: {c.detail}")
     if args.json:
@@ -263,7 +307,11 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def _selftest_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--om-root", type=Path, help="folder with the PP-OCRv4_mobile_det/_rec OM packages")
+    p.add_argument(
+        "--om-root",
+        type=Path,
+        help="folder holding the OM packages in subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
+    )
     p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
     p.add_argument("--device-id", type=int, default=0, help="NPU id (default 0)")
 
@@ -273,15 +321,30 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
     from .paddlex.patcher import paddlex_version
     from .paddlex.versions import SUPPORTED_TEXT
-    from .run.session import DEFAULT_RUNTIME, RUNTIME_ENV
 
     print(f"- paddlex-npu: {__version__}")
     print(f"- supported: {SUPPORTED_TEXT}")
     print(f"- paddlex: {paddlex_version() or 'not installed'}")
     for mod in ("ais_bench", "aclruntime", "onnxruntime", "paddle"):
         print(f"- {mod}: {'importable' if importlib.util.find_spec(mod) else 'missing'}")
-    print(f"- runtime: {os.environ.get(RUNTIME_ENV) or DEFAULT_RUNTIME} (set {RUNTIME_ENV}=reference for the CPU)")
-    return 0
+    line, valid = _runtime_line()
+    print(line)
+    return 0 if valid else 1
+
+
+def _runtime_line() -> Tuple[str, bool]:
+    """(the info line of the runtime $PADDLEX_NPU_RUNTIME chooses, whether that value is one the route takes)."""
+    from .run.session import DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES
+
+    value = os.environ.get(RUNTIME_ENV)
+    if value and value not in RUNTIMES:
+        return (
+            f"- runtime: {value} [x] INVALID: {RUNTIME_ENV}={value} is none of {', '.join(RUNTIMES)}, and the "
+            f"NPU route refuses it: set one of them ({RUNTIME_ENV}=reference for the CPU) or unset it "
+            f"for the default, {DEFAULT_RUNTIME}",
+            False,
+        )
+    return f"- runtime: {value or DEFAULT_RUNTIME} (set {RUNTIME_ENV}=reference for the CPU)", True
 
 
 def _benchmark_inputs(args: argparse.Namespace):
@@ -294,22 +357,42 @@ def _benchmark_inputs(args: argparse.Namespace):
 
     env.prepare(default_runtime=False)
     engines = [e for e in args.engines.split(",") if e]
+    paths = _input_files(Path(args.inputs)) if args.inputs else None
     if args.model:
         config = model_spec(args.model)
         cpu = {e: config for e in engines}
     elif args.pipeline:
-        config = str(args.pipeline)
+        config = str(_pipeline_arg(args.pipeline))
         cpu = {e: config for e in engines}
     else:
         root = assets.build_model_folders()
         config = assets.ocr_pipeline_config(root / "om")
         cpu = {e: assets.ocr_pipeline_config(root / ("paddle" if e == "paddle_static" else "om")) for e in engines}
-    if args.inputs:
-        paths = sorted(str(p) for p in Path(args.inputs).iterdir() if p.is_file())
-    else:
+    if paths is None:
         folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
         paths = [str(p) for p in assets.render_pages(folder, args.pages)]
     return config, paths, cpu
+
+
+def _pipeline_arg(pipeline: Path) -> Path:
+    """--pipeline: a pipeline name, or a YAML file that exists."""
+    from .errors import ConfigError
+
+    if pipeline.suffix in (".yaml", ".yml") and not pipeline.is_file():
+        raise ConfigError(f"--pipeline {pipeline} does not exist: give a pipeline YAML or name (e.g. OCR)")
+    return pipeline
+
+
+def _input_files(folder: Path) -> List[str]:
+    """--inputs: the files of a folder that holds at least one."""
+    from .errors import ConfigError
+
+    if not folder.is_dir():
+        raise ConfigError(f"--inputs {folder} is no folder: give a folder of images (or leave it out: rendered pages)")
+    paths = sorted(str(p) for p in folder.iterdir() if p.is_file())
+    if not paths:
+        raise ConfigError(f"--inputs {folder} holds no files: put the images to measure there")
+    return paths
 
 
 def _bar_chart(report) -> str:
@@ -353,7 +436,7 @@ def _serve_load_inputs(args: argparse.Namespace, folder: Path):
 
     env.prepare(default_runtime=False)
     if args.pipeline:
-        pipeline = Path(args.pipeline)
+        pipeline = _pipeline_arg(Path(args.pipeline))
     else:
         pipeline = folder / "ocr.yaml"
         config = assets.ocr_pipeline_config(assets.build_model_folders() / "om")
@@ -403,7 +486,7 @@ def _cmd_serve_load(args: argparse.Namespace) -> int:
 
     try:
         plan = LoadPlan(
-            concurrency=[int(c) for c in args.concurrency.split(",")],
+            concurrency=args.concurrency,
             seconds=args.seconds,
             warmup_seconds=args.warmup,
             soak_seconds=args.soak,
@@ -415,7 +498,10 @@ def _cmd_serve_load(args: argparse.Namespace) -> int:
         return _fail("benchmark --serve", exc)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    pipeline, page, line = _serve_load_inputs(args, workdir)
+    try:
+        pipeline, page, line = _serve_load_inputs(args, workdir)
+    except PaddlexNpuError as exc:
+        return _fail("benchmark --serve", exc)
     print(
         f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
         f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}",
@@ -442,40 +528,53 @@ def _cmd_serve_load(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_benchmark(args: argparse.Namespace) -> int:
-    import json
-
-    if args.serve:
-        return _cmd_serve_load(args)
+def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[str], cpu):
+    """run_benchmark with a progress bar on stderr."""
     import tempfile
 
     from tqdm import tqdm
 
     from .tools.benchmark import run_benchmark
-    from .tools.chart import save
 
-    config, paths, cpu = _benchmark_inputs(args)
-    workers = [int(k) for k in args.workers.split(",")]
-    print(f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, workers {workers}")
     # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
     env = {} if os.environ.get("PADDLEX_NPU_SIM_LOCKS") else {"PADDLEX_NPU_SIM_LOCKS": tempfile.mkdtemp()}
-    total = (1 + len(workers) + len(cpu)) * args.repeat * len(paths)
+    total = (1 + len(args.workers) + len(cpu)) * args.repeat * len(paths)
     with tqdm(total=total, unit="img", desc="benchmark", file=sys.stderr, disable=args.no_progress) as bar:
 
         def progress(route: str, n: int) -> None:
             bar.set_description(route, refresh=False)
             bar.update(n)
 
-        report = run_benchmark(
+        return run_benchmark(
             config,
             paths,
-            workers=workers,
+            workers=args.workers,
             repeat=args.repeat,
             runtime=args.runtime,
             env=env,
             cpu_pipelines=cpu,
             progress=progress,
         )
+
+
+def _cmd_benchmark(args: argparse.Namespace) -> int:
+    import json
+
+    if args.serve:
+        return _cmd_serve_load(args)
+
+    from .errors import PaddlexNpuError
+    from .tools.chart import save
+
+    try:
+        config, paths, cpu = _benchmark_inputs(args)
+        print(
+            f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, "
+            f"workers {args.workers}"
+        )
+        report = _run_benchmark_with_progress(args, config, paths, cpu)
+    except PaddlexNpuError as exc:  # a model folder or input that is wrong, a route that cannot run here
+        return _fail("benchmark", exc)
     _print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report.as_dict(), indent=2))
@@ -492,9 +591,13 @@ def _benchmark_args(p: argparse.ArgumentParser) -> None:
     )
     what.add_argument("--model", type=Path, help="one model folder (an OM package; inference.yml names the model)")
     p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
-    p.add_argument("--pages", type=int, default=8, help="rendered pages when --inputs is not given (default 8)")
-    p.add_argument("--repeat", type=int, default=3, help="timed passes over the inputs per route (default 3)")
-    p.add_argument("--workers", default="1,2,3", help="worker counts for the executor (default 1,2,3)")
+    p.add_argument(
+        "--pages", type=_positive_int, default=8, help="rendered pages when --inputs is not given (default 8)"
+    )
+    p.add_argument("--repeat", type=_positive_int, default=3, help="timed passes over the inputs per route (default 3)")
+    p.add_argument(
+        "--workers", type=_positive_ints, default="1,2,3", help="worker counts for the executor (default 1,2,3)"
+    )
     p.add_argument("--runtime", default="simulated", choices=("simulated", "reference", "ais_bench"))
     p.add_argument(
         "--engines",
@@ -511,13 +614,19 @@ def _benchmark_args(p: argparse.ArgumentParser) -> None:
         default="triton-batching,triton-no-batching,serve-1,serve-2,paddlex",
         help="servers to start in turn (default: all; serve-K: paddlex-npu serve with K workers)",
     )
-    serving.add_argument("--concurrency", default="1,4,16", help="clients in flight per point (default 1,4,16)")
-    serving.add_argument("--seconds", type=float, default=15, help="timed seconds per point (default 15)")
-    serving.add_argument("--warmup", type=float, default=3, help="warm-up seconds before each point (default 3)")
     serving.add_argument(
-        "--soak", type=float, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
+        "--concurrency", type=_positive_ints, default="1,4,16", help="clients in flight per point (default 1,4,16)"
     )
-    serving.add_argument("--instances", type=int, default=1, help="Triton model instances per device (default 1)")
+    serving.add_argument("--seconds", type=_positive_seconds, default=15, help="timed seconds per point (default 15)")
+    serving.add_argument(
+        "--warmup", type=_seconds_or_zero, default=3, help="warm-up seconds before each point (default 3)"
+    )
+    serving.add_argument(
+        "--soak", type=_seconds_or_zero, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
+    )
+    serving.add_argument(
+        "--instances", type=_positive_int, default=1, help="Triton model instances per device (default 1)"
+    )
     serving.add_argument(
         "--workdir", type=Path, help="folder for the repositories, server logs, replay store (default: a new temp one)"
     )

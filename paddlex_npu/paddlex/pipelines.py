@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelFileError
 from .patcher import adapter, install, is_installed, paddlex_version
 
 MODEL_KEY = "model_dir"
@@ -40,7 +40,13 @@ def model_spec(model_dir: Any) -> Dict[str, Any]:
     name from its ``inference.yml``)."""
     import yaml
 
-    with open(Path(model_dir) / "inference.yml", encoding="utf-8") as f:
+    config = Path(model_dir) / "inference.yml"
+    package = "give the folder of an OM package, as `paddlex-npu convert` writes"
+    if not Path(model_dir).exists():
+        raise ModelFileError(f"model folder {model_dir} does not exist: {package}")
+    if not config.is_file():
+        raise ModelFileError(f"{model_dir} holds no inference.yml, so it is no PaddleX model folder: {package}")
+    with open(config, encoding="utf-8") as f:
         name = (yaml.safe_load(f) or {}).get("Global", {}).get("model_name")
     if not name:
         raise ConfigError(f"{model_dir}/inference.yml has no Global.model_name: it is not a PaddleX model folder")

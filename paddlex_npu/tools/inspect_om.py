@@ -1,9 +1,10 @@
-"""``paddlex-npu inspect PATH``: what an OM package or an ONNX file holds."""
+"""``paddlex-npu inspect PATH``: what an OM package or an ONNX file holds; any other path is refused with what it
+is and what to do (a PaddleX model folder: the ``paddlex-npu convert`` command that builds its package)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Set
 
 from ..deps import require
 from ..errors import ModelFileError
@@ -26,16 +27,39 @@ def _onnx_lines(path: Path) -> List[str]:
     return lines
 
 
+MODEL_FILES = ("inference.pdmodel", "inference.json", "inference.onnx")  # what convert builds a package from
+CONVERT = "`paddlex-npu convert {path} -o OUT --soc-version SOC` (SOC: the chip `npu-smi info` names, e.g. Ascend310P3)"
+
+
+def _not_a_package(path: Path, files: Set[str]) -> ModelFileError:
+    """The error for a folder with neither inference.om nor the manifest: what it is, and what to do instead."""
+    held = ", ".join(sorted(files)[:10]) + (", ..." if len(files) > 10 else "")
+    onnx = f"; its ONNX alone: `paddlex-npu inspect {path / 'inference.onnx'}`" if "inference.onnx" in files else ""
+    if "inference.yml" in files and set(MODEL_FILES) & files:
+        return ModelFileError(
+            f"{path} is a PaddleX model folder ({held}), not an OM package: build one from it with "
+            f"{CONVERT.format(path=path)}, then inspect OUT{onnx}"
+        )
+    return ModelFileError(
+        f"{path} is not an OM package: it holds neither inference.om nor {mf.MANIFEST_NAME} "
+        f"(it holds: {held or 'nothing'}). Give the folder `paddlex-npu convert` wrote, an .om or an .onnx file{onnx}"
+    )
+
+
 def inspect_path(path: Path) -> str:
     path = Path(path)
+    if not path.exists():
+        raise ModelFileError(f"{path} does not exist: give an OM package folder, an .om or an .onnx file")
     if path.is_file() and path.suffix == ".om":
         path = path.parent
     if path.is_file() and path.suffix == ".onnx":
         return "\n".join([f"ONNX {path}", *_onnx_lines(path), f"  sha256 {mf.sha256(path)}"])
     if not path.is_dir():
         raise ModelFileError(f"{path} is neither an OM package folder nor an .onnx/.om file")
-    out = [f"OM package {path}"]
     files = {p.name for p in path.iterdir()}
+    if not {"inference.om", mf.MANIFEST_NAME} & files:
+        raise _not_a_package(path, files)
+    out = [f"OM package {path}"]
     for name, role in (
         ("inference.yml", "PaddleX model config"),
         ("inference.om", "OM (NPU)"),

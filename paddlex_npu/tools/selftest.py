@@ -19,11 +19,16 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..version import __version__
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 MODELS = ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec")
 TASKS = {"PP-OCRv4_mobile_det": "TextDetPredictor", "PP-OCRv4_mobile_rec": "TextRecPredictor"}
+LAYOUT = (
+    f"give a folder holding one OM package per model, in subfolders named {' and '.join(MODELS)} "
+    "(`paddlex-npu convert ASSETS/om/MODEL -o ROOT/MODEL --soc-version SOC`; `paddlex-npu assets` prints ASSETS)"
+)
 DET_AGREEMENT = 0.99  # share of pixels whose DB map (> 0.3) agrees between the device and the reference
 
 
@@ -77,6 +82,8 @@ def _package(om_root: Optional[Path], model: str) -> Check:
     if om_root is None:
         return Check(name, SKIP, "no --om-root: build packages with `paddlex-npu assets` + `paddlex-npu convert`")
     folder = Path(om_root) / model
+    if not folder.is_dir():
+        return Check(name, FAIL, f"{om_root} has no {model} folder: {LAYOUT}")
     missing = [f for f in ("inference.om", "inference.onnx", "inference.yml") if not (folder / f).is_file()]
     if missing:
         return Check(name, FAIL, f"{folder} lacks {', '.join(missing)}: `paddlex-npu convert` builds it (ATC on PATH)")
@@ -191,8 +198,18 @@ def _model_checks(om_root: Optional[Path], model: str, device_id: int, ais: Chec
     return checks + [_guarded(versus, lambda: _manifest_vs_acl(root, model, device_id))]
 
 
+def check_om_root(om_root: Optional[Path]) -> None:
+    """Refuse an OM root that is not a folder (every package check would only say its files are missing)."""
+    if om_root is None or Path(om_root).is_dir():
+        return
+    what = "is a file, not a folder" if Path(om_root).exists() else "does not exist"
+    raise ConfigError(f"the OM root {om_root} {what}: {LAYOUT}")
+
+
 def run_selftest(om_root: Optional[Path] = None, device_id: int = 0) -> SelftestReport:
-    """Every check, in order; a check that cannot run says why (skip) and the report is then not ok."""
+    """Every check, in order; a check that cannot run says why (skip) and the report is then not ok. An
+    ``om_root`` that is no folder raises :class:`ConfigError`."""
+    check_om_root(om_root)
     machine = {"paddlex_npu": __version__, "python": platform.python_version(), "machine": platform.machine()}
     report = SelftestReport(machine=machine)
     ais, pyacl = _ais_bench(), _pyacl()

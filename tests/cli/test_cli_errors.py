@@ -1,0 +1,152 @@
+"""The command line refuses wrong arguments and paths up front: a message that names the cause and the fix, a
+non-zero exit, never a traceback (argparse's own errors exit 2, paddlex-npu's exit 1)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def _refused(out: subprocess.CompletedProcess, code: int) -> str:
+    """stderr of a run that was refused with ``code`` and no traceback."""
+    assert out.returncode == code, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    return out.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--workers", "a"], "argument --workers: 'a' is not a whole number"),
+        (["--workers", "0"], "argument --workers: 0 is below 1"),
+        (["--workers", "1,,0"], "argument --workers: 0 is below 1"),
+        (["--workers", ","], "argument --workers: ',' holds no number"),
+        (["--repeat", "0"], "argument --repeat: 0 is below 1"),
+        (["--pages", "-2"], "argument --pages: -2 is below 1"),
+        (["--serve", "--concurrency", "0"], "argument --concurrency: 0 is below 1"),
+        (["--serve", "--concurrency", "4,x"], "argument --concurrency: 'x' is not a whole number"),
+        (["--serve", "--seconds", "0"], "argument --seconds: 0 seconds: give a number above 0"),
+        (["--serve", "--seconds", "nan"], "argument --seconds: nan seconds: give a number above 0"),
+        (["--serve", "--warmup", "-1"], "argument --warmup: -1 seconds: give a number >= 0"),
+        (["--serve", "--instances", "0"], "argument --instances: 0 is below 1"),
+    ],
+)
+def test_benchmark_refuses_bad_numbers_before_running(args, message):
+    assert f"paddlex-npu benchmark: error: {message}" in _refused(_cli("benchmark", *args), 2)
+
+
+def test_benchmark_names_a_model_folder_that_does_not_exist(tmp_path):
+    missing = tmp_path / "nonexist"
+    err = _refused(_cli("benchmark", "--model", str(missing)), 1)
+    assert err.startswith(f"paddlex-npu benchmark: model folder {missing} does not exist: give the folder of an OM")
+
+
+def test_benchmark_names_a_model_folder_without_inference_yml(tmp_path):
+    err = _refused(_cli("benchmark", "--model", str(tmp_path)), 1)
+    assert f"{tmp_path} holds no inference.yml, so it is no PaddleX model folder" in err
+
+
+def test_benchmark_names_missing_inputs_and_pipeline(tmp_path):
+    err = _refused(_cli("benchmark", "--inputs", str(tmp_path / "pages")), 1)
+    assert f"paddlex-npu benchmark: --inputs {tmp_path / 'pages'} is no folder" in err
+    err = _refused(_cli("benchmark", "--inputs", str(tmp_path)), 1)
+    assert f"--inputs {tmp_path} holds no files" in err
+    err = _refused(_cli("benchmark", "--serve", "--pipeline", str(tmp_path / "ocr.yaml")), 1)
+    assert f"paddlex-npu benchmark --serve: --pipeline {tmp_path / 'ocr.yaml'} does not exist" in err
+
+
+def _folder(root: Path, *names: str) -> Path:
+    root.mkdir()
+    for name in names:
+        (root / name).write_bytes(b"x")
+    return root
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        ("inference.yml", "inference.pdmodel", "inference.pdiparams"),
+        ("inference.yml", "inference.json", "inference.pdiparams"),  # PIR
+    ],
+)
+def test_inspect_says_a_paddlex_model_folder_is_no_om_package_and_how_to_convert_it(tmp_path, files):
+    folder = _folder(tmp_path / "model", *files)
+    out = _cli("inspect", str(folder))
+    err = _refused(out, 1)
+    assert f"paddlex-npu inspect: {folder} is a PaddleX model folder" in err and "not an OM package" in err
+    assert f"`paddlex-npu convert {folder} -o OUT --soc-version SOC`" in err
+    assert "manifest" not in out.stdout and "dymshape" not in out.stdout + err
+
+
+def test_inspect_points_a_folder_with_onnx_at_the_onnx(tmp_path):
+    folder = _folder(tmp_path / "model", "inference.yml", "inference.pdmodel", "inference.pdiparams", "inference.onnx")
+    err = _refused(_cli("inspect", str(folder)), 1)
+    assert "is a PaddleX model folder" in err and f"`paddlex-npu inspect {folder / 'inference.onnx'}`" in err
+
+
+def test_inspect_names_a_path_that_does_not_exist_and_a_folder_of_something_else(tmp_path):
+    err = _refused(_cli("inspect", str(tmp_path / "nonexist")), 1)
+    assert err.startswith(f"paddlex-npu inspect: {tmp_path / 'nonexist'} does not exist")
+    folder = _folder(tmp_path / "photos", "a.png")
+    err = _refused(_cli("inspect", str(folder)), 1)
+    assert f"{folder} is not an OM package: it holds neither inference.om nor inference.om.json" in err
+    assert "(it holds: a.png)" in err
+
+
+def test_inspect_still_reads_an_om_package_without_a_manifest(tmp_path):
+    folder = _folder(tmp_path / "pkg", "inference.yml", "inference.om")
+    out = _cli("inspect", str(folder))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"OM package {folder}") and "no manifest: the OM is taken as dymshape" in out.stdout
+
+
+def test_selftest_names_an_om_root_that_does_not_exist(tmp_path):
+    out = _cli("selftest", "--om-root", str(tmp_path / "nonexist"))
+    err = _refused(out, 1)
+    assert err.startswith(f"paddlex-npu selftest: the OM root {tmp_path / 'nonexist'} does not exist")
+    assert "subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec" in err
+    assert out.stdout == ""  # no per-model check lists missing files
+
+
+def test_selftest_names_the_missing_model_subfolder(tmp_path):
+    out = _cli("selftest", "--om-root", str(tmp_path))
+    assert out.returncode == 1, out.stderr
+    for model in ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec"):
+        assert f"[FAIL] package {model}: {tmp_path} has no {model} folder: give a folder holding" in out.stdout
+
+
+def test_readme_names_the_selftest_model_subfolders():
+    from paddlex_npu.tools.selftest import MODELS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"## Hardware acceptance.*?\n## ", readme, re.S)
+    assert section, "README has no Hardware acceptance section"
+    assert "--om-root DIR" in section.group(0) and "-o DIR/$m" in section.group(0)
+    for model in MODELS:
+        assert f"`{model}`" in section.group(0)
+
+
+def test_info_flags_an_invalid_runtime():
+    out = _cli("info", env={**os.environ, "PADDLEX_NPU_RUNTIME": "cpu"})
+    assert out.returncode == 1, out.stderr
+    flagged = "- runtime: cpu [x] INVALID: PADDLEX_NPU_RUNTIME=cpu is none of ais_bench, reference, simulated"
+    assert flagged in out.stdout
+
+
+def test_info_shows_a_valid_runtime():
+    out = _cli("info", env={**os.environ, "PADDLEX_NPU_RUNTIME": "reference"})
+    assert out.returncode == 0, out.stderr
+    assert "- runtime: reference (" in out.stdout and "INVALID" not in out.stdout
