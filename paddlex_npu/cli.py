@@ -223,7 +223,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-gears",
         type=int,
-        help="at most this many gears for --gears auto (2-100, default 8; OCR: 64 reads like dymshape)",
+        help="at most this many gears for --gears auto (2-100, default 8; OCR, limit_type max: 64 reads like dymshape)",
     )
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")

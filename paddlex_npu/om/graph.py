@@ -1,10 +1,11 @@
 """What an ONNX graph says about its OM's outputs (``onnx`` only, no runtime): which outputs have a shape that
-depends on the input values, so that only a dymshape OM can return them (see :mod:`.manifest`)."""
+depends on the input values, so that only a dymshape OM can return them (see :mod:`.manifest`), and the output
+shapes for given input shapes (strict shape inference, the model not run)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Set, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from ..deps import require
 
@@ -30,3 +31,46 @@ def data_dependent_outputs(onnx_path: Union[str, Path]) -> List[str]:
         if node.op_type in DATA_DEPENDENT_OPS or any(i in tainted for i in node.input):
             tainted.update(node.output)
     return [o.name for o in graph.output if o.name in tainted and o.name in producers and not _fixed(o)]
+
+
+class ShapeInferenceError(Exception):
+    """ONNX shape inference (strict) refuses the input shapes."""
+
+
+def _first_error(text: str) -> str:
+    """The first node error of an ``onnx`` InferenceError text, on one line."""
+    lines = [ln.strip() for ln in text.splitlines() if "op_type" in ln or "Error" in ln]
+    first = next((ln for ln in lines if "op_type" in ln), lines[0] if lines else text.strip())
+    return first.replace("[ShapeInferenceError] Inference error(s): ", "")[:300]
+
+
+def load_graph(onnx_path: Union[str, Path]) -> Any:
+    """The ONNX model proto (weights left on disk), for :func:`output_dims`."""
+    onnx = require("onnx", "reading the model graph (convert, inspect, the reference runtime)")
+    return onnx.load(str(onnx_path), load_external_data=False)
+
+
+def output_dims(proto: Any, shapes: Sequence[Sequence[int]], output_names: Sequence[str]) -> Optional[List[List[int]]]:
+    """Dims of ``output_names`` (0 where unknown) when the graph's inputs take ``shapes``, by strict ONNX shape
+    inference; None when it cannot tell (an op onnx does not know, a graph it gives up on). A shape the model
+    cannot take raises :class:`ShapeInferenceError` naming the node."""
+    onnx = require("onnx", "ONNX shape inference")
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    for node, shape in zip(model.graph.input, shapes):
+        for d, v in zip(node.type.tensor_type.shape.dim, shape):
+            d.Clear()
+            d.dim_value = int(v)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph.output
+    except onnx.shape_inference.InferenceError as exc:
+        if "registered" in str(exc):  # an op onnx does not know (custom domain): nothing can be told
+            return None
+        raise ShapeInferenceError(_first_error(str(exc))) from None
+    except Exception:  # noqa: BLE001 - shape inference gives up on some graphs (e.g. > 2 GB): sizes unknown
+        return None
+    by_name = {o.name: o.type.tensor_type for o in inferred}
+    return [
+        [d.dim_value if d.HasField("dim_value") else 0 for d in by_name[n].shape.dim] if n in by_name else [0]
+        for n in output_names
+    ]

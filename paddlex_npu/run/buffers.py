@@ -7,7 +7,8 @@ fails on large ones, so sizes are computed per call from the actual input shapes
 - an output whose descriptor shape is fully static gets exactly its byte size;
 - a dynamic output gets ``ratio * input_elements`` bytes, where ``ratio`` is the largest output-bytes per
   input-element seen so far for that output (OCR's DB maps, CTC logits and classifier scores all scale
-  linearly with the input); before the first observation a generous multiple of the input bytes is used;
+  linearly with the input), seeded at load from ONNX shape inference when the package has its ONNX
+  (:func:`..run.runner.seed_output_sizes`); without either, a generous multiple of the input bytes is used;
 - every size is at least :data:`MIN_BYTES`.
 
 There is no retry: on a device a failed call leaks memory and its error says nothing, so the sizes must hold
@@ -53,6 +54,12 @@ class OutputSizer:
         self._fixed = list(fixed) if fixed is not None else None
         self._ratio: List[Optional[float]] = [None] * len(self._static)
         self._lock = threading.Lock()
+
+    def seed(self, ratios: Sequence[Optional[float]]) -> None:
+        """Output bytes per input element known before any call (ONNX shape inference), so that the first call
+        does not reserve the blanket guess; what calls observe can still raise them."""
+        with self._lock:
+            self._ratio = [r if r is not None else old for r, old in zip(ratios, self._ratio)]
 
     def sizes(self, inputs: Sequence[np.ndarray]) -> List[int]:
         """Bytes to reserve per output for these inputs."""

@@ -141,19 +141,24 @@ def check_output_ranks(
             )
 
 
-def check_ranges(manifest: OMManifest, shapes: Sequence[Shape], policy: Optional[TaskPolicy] = None) -> None:
-    """Refuse shapes outside a dymshape OM's ranges, naming the shape and the ranges."""
+def check_ranges(
+    manifest: OMManifest, shapes: Sequence[Shape], policy: Optional[TaskPolicy] = None, oversize: str = "error"
+) -> None:
+    """Refuse shapes outside a dymshape OM's ranges, naming the shape, the ranges and what to change."""
     ranges = manifest.input_ranges()
     for spec, shape in zip(manifest.inputs, shapes):
         if not in_ranges(shape, ranges[spec.name]):
+            hint = ""
+            if policy is not None and policy.fit_dims:
+                hint = (
+                    " (backend_config oversize: 'fit' resizes it down into the ranges)"
+                    if oversize == "error"
+                    else " (oversize 'fit' shrinks only the image or line size, and that does not bring it inside)"
+                )
             raise InputShapeError(
                 f"input {spec.name!r} of shape {list(shape)} is outside the OM's {manifest.describe()}: rebuild the "
-                "OM with a wider --input_shape range, or limit the input size in PaddleX (e.g. limit_side_len)"
-                + (
-                    " (backend_config oversize: 'fit' resizes it down into the ranges)"
-                    if policy is not None and policy.fit_dims
-                    else ""
-                )
+                "OM with a wider --input_shape range, or limit the input in PaddleX (the OCR pipeline's "
+                f"limit_side_len / max_side_limit, the batch size){hint}"
             )
 
 
@@ -165,20 +170,24 @@ def fit_to_ranges(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolic
     ranges = manifest.input_ranges()
     r, bounds = real[0], ranges[manifest.inputs[0].name]
     cand = _shrunk(r, [d if hi == -1 else hi for d, (_, hi) in zip(r, bounds)], policy)
-    shapes = [cand, *real[1:]]
-    inside = all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, shapes))
-    return cand if inside and cand != list(r) else None
+    if cand is None or cand == list(r):
+        return None
+    inside = all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, [cand, *real[1:]]))
+    return cand if inside else None
 
 
-def _shrunk(r: Shape, top: Shape, policy: TaskPolicy) -> Shape:
-    """``r`` with its fit dims shrunk to at most ``top`` (together for an image, each alone for a line)."""
+def _shrunk(r: Shape, top: Shape, policy: TaskPolicy) -> Optional[Shape]:
+    """``r`` with its fit dims shrunk to at most ``top`` (together for an image, each alone for a line); None
+    for an empty input or one that would have to grow (below the task's multiple)."""
+    if any(r[d] <= 0 for d in policy.fit_dims):
+        return None
     m = policy.multiple_of[2] if policy.multiple_of else 1
     scales = [min(1.0, top[d] / r[d]) for d in policy.fit_dims]
     cand = list(r)
     for d, sc in zip(policy.fit_dims, scales):
         sc = min(scales) if policy.fit_image else sc
         cand[d] = min(top[d], max(m, int(r[d] * sc) // m * m))
-    return cand
+    return None if any(cand[d] > r[d] for d in policy.fit_dims) else cand
 
 
 def _fits(real: Sequence[Shape], gear: Sequence[Shape], policy: TaskPolicy, ignore_batch: bool) -> bool:
@@ -287,7 +296,7 @@ def fit_shape(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -
         if len(g) != len(r):
             continue
         cand = _shrunk(r, g, policy)
-        if _fits([cand, *real[1:]], gear, policy, ignore_batch=True):
+        if cand is not None and _fits([cand, *real[1:]], gear, policy, ignore_batch=True):
             if best is None or math.prod(cand[d] for d in policy.fit_dims) > math.prod(
                 best[d] for d in policy.fit_dims
             ):
@@ -358,7 +367,7 @@ def run_in_ranges(
     fitted = fit_to_ranges(manifest, real, policy) if oversize == "fit" and not inside else None
     if fitted is not None:
         return _run_fitted(feeds, fitted, policy, infer, on_fit)
-    check_ranges(manifest, real, policy)
+    check_ranges(manifest, real, policy, oversize)
     return infer(feeds)
 
 

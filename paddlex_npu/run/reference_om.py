@@ -13,7 +13,7 @@ import numpy as np
 
 from ..deps import require
 from ..errors import ConfigError, RuntimeUnavailableError
-from ..om.graph import data_dependent_outputs
+from ..om.graph import ShapeInferenceError, data_dependent_outputs, load_graph, output_dims
 from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 
@@ -34,17 +34,6 @@ class tensor_desc:  # noqa: N801 - mirrors ``aclruntime.tensor_desc``
 
 def _dims(shape: Any) -> List[int]:
     return [d if isinstance(d, int) and d > 0 else -1 for d in shape]
-
-
-class _ShapeInferenceError(Exception):
-    """ONNX shape inference (strict) refuses the input shapes."""
-
-
-def _first_error(text: str) -> str:
-    """The first node error of an ``onnx`` InferenceError text, on one line."""
-    lines = [ln.strip() for ln in text.splitlines() if "op_type" in ln or "Error" in ln]
-    first = next((ln for ln in lines if "op_type" in ln), lines[0] if lines else text.strip())
-    return first.replace("[ShapeInferenceError] Inference error(s): ", "")[:300]
 
 
 class ReferenceOM:
@@ -126,39 +115,16 @@ class ReferenceOM:
         for gear in self.gears:
             try:
                 out.append(self._infer_dims(gear))
-            except _ShapeInferenceError as exc:
+            except ShapeInferenceError as exc:
                 text = ";".join(f"{d.name}:{','.join(map(str, g))}" for d, g in zip(self.input_descs, gear))
                 raise self._mismatch(f"the model cannot take the {self.mode} gear {text} ({exc})") from None
         return out
 
     def _infer_dims(self, shapes: List[List[int]]) -> Optional[List[List[int]]]:
-        """Output dims (0: unknown) for inputs of ``shapes`` by strict ONNX shape inference; None without onnx."""
-        try:
-            import onnx
-            from onnx import shape_inference
-        except ImportError:  # pragma: no cover - onnx comes with the test and convert environments
-            return None
+        """Output dims (0: unknown) for inputs of ``shapes`` (:func:`..om.graph.output_dims`)."""
         if self._proto is None:
-            self._proto = onnx.load(str(self.onnx_path), load_external_data=False)
-        model = onnx.ModelProto()
-        model.CopyFrom(self._proto)
-        for node, shape in zip(model.graph.input, shapes):
-            for d, v in zip(node.type.tensor_type.shape.dim, shape):
-                d.Clear()
-                d.dim_value = int(v)
-        try:
-            inferred = shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph.output
-        except shape_inference.InferenceError as exc:
-            if "registered" in str(exc):  # an op onnx does not know (custom domain): nothing can be told
-                return None
-            raise _ShapeInferenceError(_first_error(str(exc))) from None
-        except Exception:  # shape inference gives up on some graphs (e.g. > 2 GB): the sizes are then unknown
-            return None
-        by_name = {o.name: o.type.tensor_type for o in inferred}
-        return [
-            [d.dim_value if d.HasField("dim_value") else 0 for d in by_name[n].shape.dim] if n in by_name else [0]
-            for n in self.output_names
-        ]
+            self._proto = load_graph(self.onnx_path)
+        return output_dims(self._proto, shapes, self.output_names)
 
     def _input_desc(self, index: int, node: Any, onnx_dims: List[int]) -> tensor_desc:
         dims = list(self.manifest.inputs[index].shape)

@@ -329,13 +329,15 @@ def plan_conversion(
         }
     )
     man.check_soc()
-    _check_loadable(model_name, task, onnx.path, man)
+    given = [f"--{k.replace('_', '-')} {v}" for k, v in (("gears", gears), ("input_shape", input_shape)) if v]
+    _check_loadable(model_name, task, onnx.path, man, " and ".join(given) or "convert's shapes for this task")
     return Conversion(model_name, task, onnx.path, man, notes)
 
 
-def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest) -> None:
+def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest, source: str) -> None:
     """What the runner checks when it loads the package (the task's shape rules; every gear through ONNX shape
-    inference, the model not run), checked before ATC runs and anything is written."""
+    inference, the model not run), checked before ATC runs and anything is written. ``source``: where the
+    shapes came from, for the message."""
     from ..run.gears import check_task_rules, policy_for
     from ..run.reference_om import ReferenceOM
 
@@ -343,7 +345,7 @@ def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMMani
         check_task_rules(man, policy_for(task.predictor), model_name)
         ReferenceOM(onnx_path, man).output_descs()
     except ConfigError as exc:
-        raise ConfigError(f"--gears / --input-shape describe an OM the route would refuse at load: {exc}") from None
+        raise ConfigError(f"{source} describe an OM the route would refuse at load: {exc}") from None
 
 
 def _input_specs(onnx: OnnxModel, task: Task, input_shape: Optional[str]) -> Tuple[List[List[int]], List[mf.InputSpec]]:

@@ -276,8 +276,8 @@ def long_side_gears(
     """``gears`` plus, up to ``max_gears`` in all, the det shapes whose long side is ``side``: what
     ``DetResizeForTest`` makes of every page above its limit (``max``) or of every page (``resize_long``), one per
     short side (a multiple of ``multiple``). With room for all of them those pages run unpadded, as in dymshape;
-    else the short sides from ``low`` up are spread geometrically, the samples' orientation first, and the
-    narrower strips get what room is left."""
+    else the short sides from ``low`` up are spread geometrically, the samples' orientation first; room left
+    then goes to all the other short sides (the narrow strips below ``low`` included), spread the same way."""
     out = {tuple(int(d) for d in g) for g in gears}
     shorts = list(range(multiple, side + 1, multiple))
     orientations = [lambda s: (side, s), lambda s: (s, side)]  # portrait (H = side), landscape (W = side)
@@ -295,18 +295,24 @@ def det_gears(
     (the samples' orientation first) and a ladder for pages under the limit."""
     side = det_cover_side(settings, max_side)
     cover = [side, side]
-    planned = plan_gears(points, max_gears, cover)
-    if settings.limit_type in ("max", "resize_long"):
-        portrait = sum(h > w for h, w in points) > len(points) / 2
-        low = min(side // 4, min(min(p) for p in points)) // 32 * 32
-        planned = long_side_gears(planned, side, max_gears, portrait, max(32, low))
-        exact, total = sum(side in g for g in planned), 2 * side // 32 - 1
-        what = f"{exact} of the {total} shapes with a long side of {side} (pages above the limit run unpadded"
-        what += ")" if exact == total else f" in those; --max-gears {len(planned) + total - exact} gives all)"
+    if settings.limit_type not in ("max", "resize_long"):
+        planned, what = plan_gears(points, max_gears, cover), f"a ladder up to {side}x{side}"
     else:
-        what = f"a ladder up to {side}x{side}"
-    low = [min(side, min(min(p) for p in points))] * 2
-    gears = fill_ladder(planned, low, cover, max_gears, [32, 32])
+        total = 2 * side // 32 - 1  # long side = side, short side any multiple of 32 (the square counted once)
+        room_for_all = max_gears >= total + MIN_GEARS  # then the samples get what the long-side shapes leave
+        planned = plan_gears(points, max_gears - total if room_for_all else max_gears, cover)
+        portrait = sum(h > w for h, w in points) > len(points) / 2
+        floor = max(32, min(side // 4, min(min(p) for p in points)) // 32 * 32)
+        planned = long_side_gears(planned, side, max_gears, portrait, floor)
+        exact = sum(side in g for g in planned)
+        what = f"{exact} of the {total} shapes with a long side of {side} (pages above the limit run unpadded"
+        if exact < total:
+            need = total + MIN_GEARS
+            what += f" in those; --max-gears {need} gives all)" if need <= MAX_GEARS else "; ATC's 100 cannot hold all)"
+        else:
+            what += ")"
+    smallest = min(side, min(min(p) for p in points))
+    gears = fill_ladder(planned, [smallest, smallest], cover, max_gears, [32, 32])
     return gears, f"{side}x{side} (the largest page DetResizeForTest makes); {what}", cover
 
 

@@ -108,7 +108,7 @@ def default_ranges(task: Task, shapes: List[List[int]]) -> List[List[Tuple[int, 
             if d > 0:
                 r.append((d, d))
             elif task.kind == "text_det":
-                r.append((32, task.range_limit))
+                r.append((1, task.max_batch) if j == 0 else (32, task.range_limit))
             elif task.kind == "text_rec":
                 r.append((1, task.max_batch) if j == 0 else (32, REC_MAX_WIDTH))
             elif j == 0:

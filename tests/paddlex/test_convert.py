@@ -75,17 +75,20 @@ def test_converted_dymshape_det_takes_the_pages_paddlex_default_pipeline_sends(a
     """PaddleX's default OCR settings (limit_side_len 64, limit_type min, max_side_limit 4000) feed detection a
     page at its own size: the converted det's ranges reach max_side_limit, so a 1280-wide page runs as it is."""
     from paddlex import create_pipeline
+    from PIL import Image
 
     page = assets.render_text_image(["Wide pages reach detection at their own size 2026"], tmp_path / "w.png", size=44)
+    assert Image.open(page).size[0] > 1200  # above the model's own 960: the old ranges refused it
     root = tmp_path / "om"
     shutil.copytree(asset_root / "om", root)
     shutil.rmtree(root / assets.DET)
     shutil.copytree(packages / assets.DET, root / assets.DET)
     default = {"limit_side_len": 64, "limit_type": "min", "max_side_limit": 4000}
     got = {}
+    hpi = {**NPU_HPI, "backend_config": {**NPU_HPI["backend_config"], "oversize": "error"}}  # no fit: runs as is
     for name, models in (("bundled", asset_root / "om"), ("converted", root)):
         config = assets.ocr_pipeline_config(models, **default)
-        p = create_pipeline(config=config, device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+        p = create_pipeline(config=config, device="npu:0", use_hpip=True, hpi_config=hpi)
         try:
             got[name] = run_ocr(p, {"w": page})["w"]
         finally:
@@ -121,7 +124,11 @@ def test_gears_auto_from_real_preprocessing(paddle_only, packages, images, tmp_p
 @pytest.mark.parametrize(
     "options, says",
     [
-        ({"mode": "gears", "gears": "641,640;960,960"}, "dymhw gear x:1,3,641,640 has H=641, not a multiple of 32"),
+        (
+            {"mode": "gears", "gears": "641,640;960,960"},
+            "--gears 641,640;960,960 describe an OM the route would refuse at load: .*dymhw gear x:1,3,641,640 has "
+            "H=641, not a multiple of 32",
+        ),
         ({"mode": "static", "input_shape": "x:1,3,641,640"}, "static gear x:1,3,641,640 has H=641"),
         ({"mode": "dymshape", "input_shape": "x:1,3,-1"}, "x has 3 dims there and 4 in the model"),
     ],

@@ -89,3 +89,25 @@ def test_a_static_om_is_checked_too(package, monkeypatch):
     static = {"mode": "static", "inputs": [{"name": "x", "shape": [8, 3, 8000, 8000]}, _manifest()["inputs"][1]]}
     with pytest.raises(ConfigError, match="the gear x:8,3,8000,8000;a:1,2 needs"):
         _load(package, manifest=static)
+
+
+def test_dymshape_output_sizes_are_known_before_the_first_call(tmp_path):
+    """A dymshape OM reports output size 0, so the first call used to reserve 16 bytes per input byte (2.9 GiB
+    for a 4000x4000 page); with the package's ONNX, shape inference at load gives the bytes per input element
+    (outputs that grow with the input), and data-dependent outputs keep the blanket guess."""
+    from paddlex_npu.om import manifest as mf
+    from paddlex_npu.run.buffers import HEADROOM, INITIAL_BYTES_PER_INPUT_BYTE
+    from paddlex_npu.run.runner import seed_output_sizes
+    from tests.onnx_models import image_model, nonzero_model
+
+    image_model(tmp_path / "inference.onnx")
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    runner = _load(tmp_path, warmup_gears=False)
+    page = np.zeros((1, 3, 4000, 4000), np.float32)
+    (size,) = runner._sizer.sizes([page])
+    assert page.nbytes <= size <= page.nbytes * HEADROOM * 1.01  # y = 2x: its own bytes, with the headroom
+    assert size < page.nbytes * INITIAL_BYTES_PER_INPUT_BYTE / 10
+    nz = nonzero_model(tmp_path / "nz" / "inference.onnx")
+    man = mf.parse({"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, 4]}], "data_dependent": ["idx"]}, "t")
+    assert seed_output_sizes(nz, man, [8, 4]) == [None, 4.0]  # idx: data-dependent, no seed
+    assert seed_output_sizes(nz, man, [8]) == [None]  # another output count than the ONNX: nothing told

@@ -1,5 +1,6 @@
-"""Oversize inputs on gear OMs (backend_config ``oversize``): ``fit`` resizes them down to the largest gear
-(rec: width squeezed; det: image scaled, DB map scaled back), ``error`` refuses them (pure numpy)."""
+"""Oversize inputs on gear OMs and above dymshape ranges (backend_config ``oversize``): ``fit`` resizes them
+down to the largest gear or into the ranges (rec: width squeezed; det: image scaled, DB map scaled back),
+``error`` refuses them (pure numpy)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,8 @@ def test_dymshape_fit_shrinks_into_the_ranges_and_maps_back():
     assert fit_to_ranges(RANGES, [[1, 3, 640, 960]], DET) is None  # already inside
     assert fit_to_ranges(REC_RANGES, [[6, 3, 48, 4000]], REC) == [6, 3, 48, 3200]
     assert fit_to_ranges(REC_RANGES, [[8, 3, 48, 4000]], REC) is None  # the batch stays out of range
+    assert fit_to_ranges(RANGES, [[1, 3, 0, 2000]], DET) is None  # empty: refused as it is, no division by zero
+    assert fit_to_ranges(RANGES, [[1, 3, 16, 2000]], DET) is None  # H would have to grow to 32: no fit
     seen, fits = [], []
 
     def infer(feeds):
@@ -130,5 +133,5 @@ def test_dymshape_fit_shrinks_into_the_ranges_and_maps_back():
     assert seen[-1] == (1, 3, 640, 960) and out.shape == (1, 1, 640, 960)
     with pytest.raises(InputShapeError, match="outside the OM's .*oversize: 'fit' resizes it down into the ranges"):
         run_in_ranges(RANGES, [x], DET, infer, oversize="error")
-    with pytest.raises(InputShapeError, match=r"of shape \[8, 3, 48, 4000\] is outside"):
+    with pytest.raises(InputShapeError, match=r"of shape \[8, 3, 48, 4000\] is outside.*does not bring it inside"):
         run_in_ranges(REC_RANGES, [np.zeros((8, 3, 48, 4000), np.float32)], REC, infer, oversize="fit")
