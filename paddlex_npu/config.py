@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Mapping, Optional, Union
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, ValidationError, field_validator
 
@@ -84,10 +84,25 @@ def validate(model: type, raw: Mapping[str, Any], where: str) -> BaseModel:
     try:
         return model.model_validate(dict(raw))
     except ValidationError as exc:
-        problems, unknown = [], False
+        problems, valid = [], ""
         for e in exc.errors():
             loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-            unknown |= e["type"] == "extra_forbidden"
+            if e["type"] == "extra_forbidden":
+                inner = _model_at(model, e["loc"][:-1])
+                valid = f". Valid keys{' of ' + loc.rsplit('.', 1)[0] if len(e['loc']) > 1 else ''}: "
+                valid += ", ".join(sorted(inner.model_fields))
             problems.append(f"{loc}: {e['msg']} (got {e['input']!r})")
-        valid = f". Valid keys: {', '.join(sorted(model.model_fields))}" if unknown else ""
         raise ConfigError(f"invalid {where}: {'; '.join(problems)}{valid}") from None
+
+
+def _model_at(model: type, path: Sequence[Any]) -> type:
+    """The pydantic model of the nested field at ``path`` (``model`` itself for an empty path)."""
+    for part in path:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        options = get_args(annotation) or (annotation,)  # Optional[X] -> (X, None)
+        nested = [a for a in options if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not nested:
+            return model
+        model = nested[0]
+    return model

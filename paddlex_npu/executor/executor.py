@@ -107,7 +107,11 @@ class ParallelExecutor:
         stages: bool = False,
     ) -> None:
         if workers_per_device < 1 or not devices:
-            raise ValueError("need at least one device and one worker per device")
+            raise ValueError(
+                f"need at least one device and one worker per device (devices={list(devices)}, "
+                f"workers_per_device={workers_per_device})"
+            )
+        _refuse_in_bootstrapping_worker()
         worker_env = dict(env or {})
         if runtime:
             worker_env["PADDLEX_NPU_RUNTIME"] = runtime
@@ -161,7 +165,13 @@ class ParallelExecutor:
         try:
             msg = w.conn.recv()
         except (EOFError, OSError):
-            msg = ("fatal", f"the worker exited with code {w.process.exitcode} while loading")
+            w.process.join(5)
+            msg = (
+                "fatal",
+                f"the worker exited with code {w.process.exitcode} while loading; its error is printed above (if "
+                "it is Python's 'bootstrapping phase' error, or paddlex-npu's about importing the main module: the "
+                'script starts the executor at import; put that code under if __name__ == "__main__":)',
+            )
         if msg[0] == "fatal":
             raise ExecutorError(f"a worker on npu:{w.device_id} could not create the pipeline:\n{msg[1]}")
         w.ready, w.pid = True, msg[1]
@@ -242,6 +252,17 @@ def _ctrl_c_remembered() -> Iterator[threading.Event]:
         yield pressed
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _refuse_in_bootstrapping_worker() -> None:
+    """A spawned worker imports the caller's main module again; a script that starts the executor at its top
+    level would start it in every worker, each dying with Python's obscure bootstrapping error."""
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise ExecutorError(
+            "paddlex-npu's executor was started while a worker process was importing your main module (workers are "
+            'spawned and import it again): put the code that calls parallel(), ParallelExecutor or a device="npu:0,1"'
+            ' pipeline under if __name__ == "__main__":'
+        )
 
 
 def _stop_all(workers: List[_Worker]) -> None:

@@ -122,7 +122,10 @@ class NpuSpread:
                 yield restore_result(result)
 
     def close(self) -> None:
-        self._finalizer()
+        """Stop the workers the way the executor's ``close`` does: each finishes and exits (a worker terminated by
+        a signal makes Paddle print a crash dump); the finalizer, at interpreter exit, terminates them."""
+        if self._finalizer.detach() is not None:
+            self.executor.close(timeout=10.0)
 
 
 def _worker_kwargs(bound: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:

@@ -172,3 +172,22 @@ def test_ctrl_c_stops_every_worker(pages, sim_env, asset_root):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["with"]["alive"] == [] and 2 <= report["with"]["seen"] <= 10, report
     assert report["parallel"]["seen"] < 200 and report["parallel"]["alive"] == []
+
+
+def test_a_script_without_the_main_guard_is_told_what_to_add(tmp_path):
+    """Workers are spawned and import the main module again: a script that calls parallel() at its top level
+    would start executors in every worker. The workers refuse at once and the parent names the fix."""
+    script = tmp_path / "no_guard.py"
+    script.write_text("import paddlex_npu\nlist(paddlex_npu.parallel('OCR', ['a.png'], start_timeout=120))\n")
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 1, out.stderr[-3000:]  # the parent's own error, raised out of the script:
+    assert "ExecutorError: a worker on npu:0 could not create the pipeline:" in out.stderr
+    assert "exited with code 1 while loading" in out.stderr and 'under if __name__ == "__main__":' in out.stderr
+    assert "was started while a worker process was importing your main module" in out.stderr  # the worker's

@@ -145,3 +145,10 @@ for call, error in calls:
     assert "needs the Python package onnx, which is not installed here: pip install onnx" in lines[0]
     assert "the CPU reference runtime needs the Python package onnxruntime" in lines[1]
     assert "pip install 'paddlex-npu[reference]'" in lines[1]
+
+
+def test_the_readme_architecture_names_every_module():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Architecture", 1)[1]
+    missing = [p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" and p.name not in section]
+    assert not missing, f"README 'Architecture' does not name {missing}"

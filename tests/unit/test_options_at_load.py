@@ -86,3 +86,13 @@ def test_readme_documents_every_backend_option():
     table = readme.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
     keys = {k for row in table.splitlines()[2:] for k in re.findall(r"`(\w+)`", row.split("|")[1])}
     assert keys == set(OMBackendConfig.model_fields), keys ^ set(OMBackendConfig.model_fields)
+
+
+def test_an_unknown_nested_key_lists_the_keys_of_its_own_level():
+    from paddlex_npu.config import OMBackendConfig, validate
+    from paddlex_npu.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"simulation\.bogus.*Valid keys of simulation: base_ms, lock_dir, ms_per"):
+        validate(OMBackendConfig, {"simulation": {"bogus": 1}}, "backend_config")
+    with pytest.raises(ConfigError, match=r"Valid keys: acl_json_path, custom_sizes"):
+        validate(OMBackendConfig, {"bogus": 1}, "backend_config")
