@@ -162,18 +162,22 @@ def check_ranges(
             )
 
 
+def _inside(manifest: OMManifest, shapes: Sequence[Shape]) -> bool:
+    """Whether every input shape lies within the dymshape OM's ranges."""
+    ranges = manifest.input_ranges()
+    return all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, shapes))
+
+
 def fit_to_ranges(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> Optional[Shape]:
     """dymshape: the first input's shape with ``policy.fit_dims`` shrunk (as :func:`fit_shape` does) to the
     OM's upper bounds. None: no fit for the task, nothing to shrink, or the shapes still leave the ranges."""
     if not policy.fit_dims or len(real[0]) != 4:
         return None
-    ranges = manifest.input_ranges()
-    r, bounds = real[0], ranges[manifest.inputs[0].name]
+    r, bounds = real[0], manifest.input_ranges()[manifest.inputs[0].name]
     cand = _shrunk(r, [d if hi == -1 else hi for d, (_, hi) in zip(r, bounds)], policy)
     if cand is None or cand == list(r):
         return None
-    inside = all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, [cand, *real[1:]]))
-    return cand if inside else None
+    return cand if _inside(manifest, [cand, *real[1:]]) else None
 
 
 def _shrunk(r: Shape, top: Shape, policy: TaskPolicy) -> Optional[Shape]:
@@ -362,12 +366,12 @@ def run_in_ranges(
     """Run ``feeds`` on a dymshape OM: as they are, or, for an input above the OM's ranges with
     ``oversize="fit"``, resized down into them (outputs mapped back as for gears); else refused."""
     real = [list(f.shape) for f in feeds]
-    ranges = manifest.input_ranges()
-    inside = all(in_ranges(s, ranges[spec.name]) for spec, s in zip(manifest.inputs, real))
-    fitted = fit_to_ranges(manifest, real, policy) if oversize == "fit" and not inside else None
+    if _inside(manifest, real):
+        return infer(feeds)
+    fitted = fit_to_ranges(manifest, real, policy) if oversize == "fit" else None
     if fitted is not None:
         return _run_fitted(feeds, fitted, policy, infer, on_fit)
-    check_ranges(manifest, real, policy, oversize)
+    check_ranges(manifest, real, policy, oversize)  # outside the ranges: this raises, naming what to change
     return infer(feeds)
 
 

@@ -179,11 +179,11 @@ def _read_model_folder(model_dir: Path) -> Tuple[Path, Dict[str, Any], str]:
 def _onnx_in(model_dir: Path, work: Path, task: Task, notes: List[str], export_env: Optional[str] = None) -> OnnxModel:
     """``work/inference.onnx``: copied from the folder, or exported and checked against Paddle."""
     onnx_path = work / "inference.onnx"
-    pir = is_pir(model_dir)
-    if export_env and (not pir or (model_dir / "inference.onnx").is_file()):
-        why = "it has its inference.onnx" if (model_dir / "inference.onnx").is_file() else "it is no PIR model"
+    pir, has_onnx = is_pir(model_dir), (model_dir / "inference.onnx").is_file()
+    if export_env and (not pir or has_onnx):
+        why = "it has its inference.onnx" if has_onnx else "it is no PIR model"
         notes.append(f"--export-env {export_env} was not used: {model_dir} needs no PIR export ({why})")
-    if (model_dir / "inference.onnx").is_file():
+    if has_onnx:
         shutil.copyfile(model_dir / "inference.onnx", onnx_path)
         return OnnxModel.open(onnx_path)
     if pir:

@@ -45,10 +45,14 @@ class ExportEnv:
     versions: str = ""
 
 
+def cache_root() -> Path:
+    """The tools' cache folder: ``$PADDLEX_NPU_CACHE``, else ``~/.cache/paddlex_npu``."""
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddlex_npu")
+
+
 def default_env_dir() -> Path:
-    """Where ``--export-env auto`` keeps the environment: ``$PADDLEX_NPU_CACHE`` or ``~/.cache/paddlex_npu``."""
-    root = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddlex_npu")
-    return root / f"export-env-{TAG}"
+    """Where ``--export-env auto`` keeps the environment, in :func:`cache_root`."""
+    return cache_root() / f"export-env-{TAG}"
 
 
 def _python_of(env_dir: Path) -> Path:

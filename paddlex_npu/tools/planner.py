@@ -295,6 +295,7 @@ def det_gears(
     (the samples' orientation first) and a ladder for pages under the limit."""
     side = det_cover_side(settings, max_side)
     cover = [side, side]
+    smallest = min(side, min(min(p) for p in points))
     if settings.limit_type not in ("max", "resize_long"):
         planned, what = plan_gears(points, max_gears, cover), f"a ladder up to {side}x{side}"
     else:
@@ -302,7 +303,7 @@ def det_gears(
         room_for_all = max_gears >= total + MIN_GEARS  # then the samples get what the long-side shapes leave
         planned = plan_gears(points, max_gears - total if room_for_all else max_gears, cover)
         portrait = sum(h > w for h, w in points) > len(points) / 2
-        floor = max(32, min(side // 4, min(min(p) for p in points)) // 32 * 32)
+        floor = max(32, min(side // 4, smallest) // 32 * 32)
         planned = long_side_gears(planned, side, max_gears, portrait, floor)
         exact = sum(side in g for g in planned)
         what = f"{exact} of the {total} shapes with a long side of {side} (pages above the limit run unpadded"
@@ -311,7 +312,6 @@ def det_gears(
             what += f" in those; --max-gears {need} gives all)" if need <= MAX_GEARS else "; ATC's 100 cannot hold all)"
         else:
             what += ")"
-    smallest = min(side, min(min(p) for p in points))
     gears = fill_ladder(planned, [smallest, smallest], cover, max_gears, [32, 32])
     return gears, f"{side}x{side} (the largest page DetResizeForTest makes); {what}", cover
 

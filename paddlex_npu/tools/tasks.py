@@ -69,7 +69,7 @@ def _fixed_hw(cfg: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     return hw
 
 
-def _ceil32(side: int) -> int:
+def _ceil32(side: float) -> int:
     return int(math.ceil(side / 32) * 32)
 
 
@@ -122,7 +122,7 @@ def default_ranges(task: Task, shapes: List[List[int]]) -> List[List[Tuple[int, 
 def default_gears(task: Task, shapes: List[List[int]]) -> Tuple[str, List[List[int]]]:
     """(ATC gear mode, gears) a user without samples would start from."""
     if task.kind == "text_det":
-        sides = sorted({int(math.ceil(task.limit * f / 32) * 32) for f in (1 / 3, 2 / 3, 1)})
+        sides = sorted({_ceil32(task.limit * f) for f in (1 / 3, 2 / 3, 1)})
         return "dymhw", [[h, w] for h in sides for w in sides]
     if task.kind == "text_rec":
         widths = [320, 640, 960, 1600, REC_MAX_WIDTH]

@@ -36,7 +36,7 @@ import yaml
 
 from ..errors import ConfigError
 from ..om.manifest import MANIFEST_NAME, load
-from .export_env import CACHE_ENV
+from .export_env import cache_root
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
 _MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.serve.triton_model)."""
@@ -305,7 +305,7 @@ def default_workdir() -> Path:
     never inside or beside the repository; servers of the same install share it."""
     pkg = str(_pytriton_dir().resolve())
     tag = f"py{sys.version_info[0]}.{sys.version_info[1]}-{hashlib.sha256(pkg.encode()).hexdigest()[:12]}"
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddlex_npu") / "tritonserver" / tag
+    return cache_root() / "tritonserver" / tag
 
 
 def _copy_if_changed(src: Path, folder: Path) -> None:

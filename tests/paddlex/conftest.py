@@ -6,7 +6,7 @@ import pytest
 
 import paddlex_npu  # noqa: F401  (installs the NPU route when PaddleX loads, as users do)
 from paddlex_npu.testing import assets
-from tests.helpers import NPU_HPI, run_ocr
+from tests.helpers import NPU_HPI, page_lines, run_ocr
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +23,10 @@ def npu_pipeline(asset_root):
 @pytest.fixture(scope="session")
 def npu_results(npu_pipeline, images):
     return run_ocr(npu_pipeline, images)
+
+
+@pytest.fixture(scope="session")
+def text_pages(tmp_path_factory):
+    """Four rendered multi-line pages, each with other text (``page_lines``)."""
+    d = tmp_path_factory.mktemp("text_pages")
+    return [assets.render_text_image(page_lines(k), d / f"page{k}.png", size=28, width=900) for k in range(4)]

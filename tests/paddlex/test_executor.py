@@ -15,13 +15,12 @@ import pytest
 
 from paddlex_npu.executor import ParallelExecutor
 from paddlex_npu.testing import assets
-from tests.helpers import REPO, page_lines
+from tests.helpers import REPO
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pages")
-    return [assets.render_text_image(page_lines(k), d / f"page{k}.png", size=28, width=900) for k in range(4)]
+def pages(text_pages):
+    return text_pages
 
 
 @pytest.fixture(scope="module")
