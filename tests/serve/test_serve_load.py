@@ -47,13 +47,13 @@ def test_plan_and_requests():
         "triton_batching": [True],
     }
     for bad in ("serve-0", "gpu"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"unknown server '{bad}': triton-batching"):
             parse_servers(bad)
     path, body, check = request_for("triton", "text_recognition", {"file": "x"})
     assert path == "/v2/models/text_recognition/infer"
     assert json.loads(json.loads(body)["inputs"][0]["data"][0]) == {"file": "x"}
     ok = json.dumps({"outputs": [{"data": [json.dumps({"errorCode": 0})]}]}).encode()
     assert check(200, ok) is None and "HTTP 400" in check(400, b"bad")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"paddlex serving answers the pipeline \(ocr\), not text_recognition"):
         request_for("paddlex", "text_recognition", {})
     assert LoadPlan().concurrency == (1, 4, 16) and targets.__doc__
