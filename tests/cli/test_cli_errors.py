@@ -66,6 +66,14 @@ def test_benchmark_names_missing_inputs_and_pipeline(tmp_path):
     assert f"--inputs {tmp_path} holds no files" in err
     err = _refused(_cli("benchmark", "--serve", "--pipeline", str(tmp_path / "ocr.yaml")), 1)
     assert f"paddlex-npu benchmark --serve: --pipeline {tmp_path / 'ocr.yaml'} does not exist" in err
+    err = _refused(_cli("serve-bench", "--pipeline", str(tmp_path / "ocr.yaml")), 1)
+    assert f"paddlex-npu serve-bench: --pipeline {tmp_path / 'ocr.yaml'} does not exist" in err
+
+
+@pytest.mark.parametrize("command", [["serve-bench"], ["benchmark", "--serve"]])
+def test_serve_bench_and_its_alias_refuse_bad_numbers(command):
+    err = _refused(_cli(*command, "--concurrency", "0"), 2)
+    assert "argument --concurrency: 0 is below 1" in err
 
 
 def _folder(root: Path, *names: str) -> Path:

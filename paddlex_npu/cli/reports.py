@@ -1,0 +1,132 @@
+"""Report commands: ``info``, ``doctor``, ``inspect``, ``support`` (coverage) and ``selftest`` (the hardware
+acceptance run)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Tuple
+
+from ..version import __version__
+from .common import Command, add_commands, fail
+
+
+def run_support(args: argparse.Namespace) -> int:
+    from ..tools.coverage import coverage, format_table
+
+    print(format_table(coverage()))
+    return 0
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..tools.inspect_om import inspect_path
+
+    try:
+        print(inspect_path(args.path))
+    except PaddlexNpuError as exc:
+        return fail("inspect", exc)
+    return 0
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from ..tools.doctor import OK, missing_required, run_checks
+
+    checks = run_checks()
+    for c in checks:
+        print(f"[{c.status}] {c.name}: {c.detail}")
+        if c.fix and c.status != OK:
+            print(f"      fix: {c.fix}")
+    failed = missing_required(checks)
+    if failed:
+        print(
+            f"\nThe NPU route cannot run here: {', '.join(failed)} missing. "
+            "Without an NPU, validate the route on the CPU reference runtime: PADDLEX_NPU_RUNTIME=reference"
+        )
+        return 1
+    print("\nEverything the NPU route needs is here.")
+    return 0
+
+
+def run_selftest(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..tools.selftest import PASS
+    from ..tools.selftest import run_selftest as selftest
+
+    try:
+        report = selftest(args.om_root, args.device_id)
+    except PaddlexNpuError as exc:
+        return fail("selftest", exc)
+    for c in report.checks:
+        print(f"[{c.status.upper()}] {c.name}: {c.detail}")
+    if args.json:
+        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+        print(f"report: {args.json}")
+    if report.ok:
+        print("\nselftest passed: the route on this NPU agrees with the reference runtime.")
+        return 0
+    unverified = [c.name for c in report.checks if c.status != PASS]
+    print(f"\nselftest NOT passed: {len(unverified)} check(s) failed or could not run here ({', '.join(unverified)})")
+    return 1
+
+
+def selftest_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--om-root",
+        type=Path,
+        help="folder holding the OM packages in subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
+    )
+    p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
+    p.add_argument("--device-id", type=int, default=0, help="NPU id (default 0)")
+
+
+def run_info(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from ..paddlex.patcher import paddlex_version
+    from ..paddlex.versions import SUPPORTED_TEXT
+
+    print(f"- paddlex-npu: {__version__}")
+    print(f"- supported: {SUPPORTED_TEXT}")
+    print(f"- paddlex: {paddlex_version() or 'not installed'}")
+    for mod in ("ais_bench", "aclruntime", "onnxruntime", "paddle"):
+        print(f"- {mod}: {'importable' if importlib.util.find_spec(mod) else 'missing'}")
+    line, valid = runtime_line()
+    print(line)
+    return 0 if valid else 1
+
+
+def runtime_line() -> Tuple[str, bool]:
+    """(the info line of the runtime $PADDLEX_NPU_RUNTIME chooses, whether that value is one the route takes)."""
+    from ..run.session import DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES
+
+    value = os.environ.get(RUNTIME_ENV)
+    if value and value not in RUNTIMES:
+        return (
+            f"- runtime: {value} [x] INVALID: {RUNTIME_ENV}={value} is none of {', '.join(RUNTIMES)}, and the "
+            f"NPU route refuses it: set one of them ({RUNTIME_ENV}=reference for the CPU) or unset it "
+            f"for the default, {DEFAULT_RUNTIME}",
+            False,
+        )
+    return f"- runtime: {value or DEFAULT_RUNTIME} (set {RUNTIME_ENV}=reference for the CPU)", True
+
+
+COMMANDS = (
+    Command("inspect", "what an OM package or ONNX holds", run_inspect, lambda p: p.add_argument("path", type=Path)),
+    Command("doctor", "check the machine for the NPU route and say how to fix it", run_doctor),
+    Command(
+        "support",
+        "which PaddleX predictors the NPU route covers (from PaddleX's registry)",
+        run_support,
+        needs_route=True,
+    ),
+    Command("info", "show versions and runtimes", run_info),
+    Command(
+        "selftest", "hardware acceptance: the route on the NPU vs the reference runtime", run_selftest, selftest_args
+    ),
+)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    add_commands(subparsers, COMMANDS)

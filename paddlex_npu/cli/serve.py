@@ -1,0 +1,156 @@
+"""Serving commands: ``serve`` (PaddleX's serving app on the NPU route), ``triton-repo`` and ``triton-serve``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .common import Command, add_commands, fail
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..serve.http import ServeOptions, serve
+    from ..serve.route import load_config, parse_devices
+
+    try:
+        options = ServeOptions(
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            devices=tuple(parse_devices(args.device)),
+            runtime=args.runtime,
+            max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+            max_image_pixels=args.max_image_pixels,
+            shutdown_grace=args.shutdown_grace,
+        )
+        if options.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {options.workers}")
+        config = load_config(args.pipeline)
+        serve(
+            config,
+            options,
+            on_ready=lambda url: print(
+                f"paddlex-npu serve: {url} ({options.workers} worker(s) "
+                f"on each of npu:{','.join(map(str, options.devices))})",
+                flush=True,
+            ),
+        )
+    except (PaddlexNpuError, ValueError) as exc:
+        return fail("serve", exc)
+    return 0
+
+
+def serve_args(p: argparse.ArgumentParser) -> None:
+    from ..serve.http import DEFAULT_MAX_IMAGE_PIXELS
+
+    p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight)")
+    p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1 (default npu:0)")
+    p.add_argument(
+        "--runtime",
+        choices=("ais_bench", "reference", "simulated"),
+        help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
+        "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
+    )
+    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above)")
+    p.add_argument(
+        "--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS, help="largest decoded image (422 above)"
+    )
+    p.add_argument("--shutdown-grace", type=float, default=0.0, help="seconds answering 503 after SIGTERM")
+
+
+def run_triton_repo(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..serve.route import parse_devices
+    from ..tools.triton_repo import TritonOptions, build_triton_repo
+
+    try:
+        options = TritonOptions(
+            devices=tuple(parse_devices(args.device)),
+            instances=args.instances,
+            max_queue_delay_us=args.max_queue_delay_us,
+            dynamic_batching=not args.no_dynamic_batching,
+            ocr_max_batch=args.ocr_max_batch,
+            rec_max_batch=args.rec_max_batch,
+            keep_versions=args.keep_versions,
+            runtime=args.runtime,
+            warmup=not args.no_warmup,
+        )
+        repo = build_triton_repo(args.pipeline, args.out_dir, options)
+    except PaddlexNpuError as exc:
+        return fail("triton-repo", exc)
+    for m in repo.models:
+        pref = f", preferred batch sizes {m.preferred_batch_sizes}" if m.preferred_batch_sizes else ""
+        print(f"- {m.name} version {m.version}: {m.folder} (max batch {m.max_batch_size}{pref})")
+    print(f"Triton model repository: {repo.root}\n  start it: paddlex-npu triton-serve {repo.root}")
+    return 0
+
+
+def triton_repo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pipeline", help="PaddleX OCR pipeline YAML (model_dir of each SubModule: an OM package)")
+    p.add_argument("out_dir", help="the model repository (a new version is added if it exists)")
+    p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1: one instance group per device")
+    p.add_argument("--instances", type=int, default=1, help="model instances (processes) per device")
+    p.add_argument("--max-queue-delay-us", type=int, default=2000, help="dynamic batching queue delay")
+    p.add_argument("--no-dynamic-batching", action="store_true", help="no dynamic_batching block")
+    p.add_argument("--ocr-max-batch", type=int, default=4, help="max_batch_size of the OCR model")
+    p.add_argument("--rec-max-batch", type=int, help="max_batch_size of text_recognition (default: OM gears)")
+    p.add_argument("--keep-versions", type=int, default=1, help="version_policy latest num_versions")
+    p.add_argument("--runtime", choices=("ais_bench", "reference"), help="backend_config runtime of every instance")
+    p.add_argument("--no-warmup", action="store_true", help="no model_warmup")
+
+
+def run_triton_serve(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..tools.triton_repo import tritonserver_command
+
+    try:
+        argv, env = tritonserver_command(
+            args.repo,
+            args.workdir,
+            args.http_port,
+            args.grpc_port,
+            args.metrics_port,
+            poll_seconds=args.poll,
+            host=args.host,
+        )
+    except PaddlexNpuError as exc:
+        return fail("triton-serve", exc)
+    print(" ".join(argv), flush=True)
+    os.execve(argv[0], argv, env)
+    return 0  # not reached
+
+
+def triton_serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("repo", help="a repository written by `paddlex-npu triton-repo PIPELINE.yaml REPO` (checked first)")
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--http-port", type=int, default=8000)
+    p.add_argument("--grpc-port", type=int, default=8001)
+    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--poll", type=int, help="poll the repository every N seconds (new versions roll in)")
+    p.add_argument(
+        "--workdir",
+        help="folder for the Python backend files (default: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
+        "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
+    )
+
+
+COMMANDS = (
+    Command(
+        "serve", "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU", run_serve, serve_args
+    ),
+    Command(
+        "triton-repo",
+        "write a Triton model repository for the OCR pipeline on the NPU route",
+        run_triton_repo,
+        triton_repo_args,
+    ),
+    Command("triton-serve", "run nvidia-pytriton's tritonserver on a repository", run_triton_serve, triton_serve_args),
+)
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    add_commands(subparsers, COMMANDS)
