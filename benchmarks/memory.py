@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterable, List
 
-from paddlex_npu.testing import assets, env
+from paddlex_npu.samples import assets, env
 
 
 def rss_mib(pids: Iterable[int]) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 
 from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.run.runner import build_om_runner  # the runner alone: PaddleX is not imported here
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 
 CASES = {
     "det 1x3x640x640": (assets.DET, (1, 3, 640, 640)),

@@ -16,8 +16,8 @@ import random
 import tempfile
 from pathlib import Path
 
-from paddlex_npu.testing import assets, env
-from paddlex_npu.tools.planner import padding_ratio, plan_gears, sample_input_shapes
+from paddlex_npu.build.planner import padding_ratio, plan_gears, sample_input_shapes
+from paddlex_npu.samples import assets, env
 
 os.environ.setdefault("PADDLEX_NPU_RUNTIME", "reference")
 env.prepare()

@@ -24,7 +24,7 @@ Lines = List[Tuple[float, str]]
 
 def _config(path: str) -> Dict[str, Any]:
     """The pipeline config, with model folders left null filled in from the bundled models."""
-    from paddlex_npu.testing import assets
+    from paddlex_npu.samples import assets
 
     config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     missing = [m for m in config["SubModules"].values() if not m.get("model_dir")]
@@ -83,7 +83,7 @@ def main() -> int:
     parser.add_argument("--no-compare", action="store_true", help="do not run PaddleX's own CPU engine too")
     args = parser.parse_args()
 
-    from paddlex_npu.testing import assets, env
+    from paddlex_npu.samples import assets, env
 
     # PaddleX reads its settings (font, model sources) when it is imported: prepare them first.
     runtime = env.prepare()

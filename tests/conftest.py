@@ -8,7 +8,7 @@ from typing import Dict
 
 import pytest
 
-from paddlex_npu.testing import env
+from paddlex_npu.samples import env
 
 REPO = Path(__file__).resolve().parent.parent
 env.prepare(assets_dir=REPO / ".cache" / "assets", default_runtime=False)
@@ -18,14 +18,14 @@ from tests.helpers import CHINESE, ENGLISH, PAGE  # noqa: E402
 
 @pytest.fixture(scope="session")
 def asset_root() -> Path:
-    from paddlex_npu.testing import assets
+    from paddlex_npu.samples import assets
 
     return assets.build_model_folders()
 
 
 @pytest.fixture(scope="session")
 def images(tmp_path_factory) -> Dict[str, Path]:
-    from paddlex_npu.testing import assets
+    from paddlex_npu.samples import assets
 
     d = tmp_path_factory.mktemp("images")
     return {

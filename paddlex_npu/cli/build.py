@@ -10,7 +10,7 @@ from .common import Command, add_commands, fail
 
 
 def run_assets(args: argparse.Namespace) -> int:
-    from ..testing import assets
+    from ..samples import assets
 
     root = assets.build_model_folders(args.dir)
     print(root)
@@ -21,8 +21,8 @@ def run_assets(args: argparse.Namespace) -> int:
 
 
 def run_convert(args: argparse.Namespace) -> int:
+    from ..build.convert import convert
     from ..errors import PaddlexNpuError
-    from ..tools.convert import convert
 
     try:
         result = convert(

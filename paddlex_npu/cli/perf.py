@@ -18,7 +18,7 @@ def _benchmark_inputs(args: argparse.Namespace):
     import tempfile
 
     from ..paddlex.pipelines import model_spec
-    from ..testing import assets, env
+    from ..samples import assets, env
 
     env.prepare(default_runtime=False)
     engines = [e for e in args.engines.split(",") if e]
@@ -97,7 +97,7 @@ def _serve_load_inputs(args: argparse.Namespace, folder: Path):
     """(pipeline YAML, page, line): the given YAML or the bundled OCR pipeline's; a rendered page and text line."""
     import yaml
 
-    from ..testing import assets, env
+    from ..samples import assets, env
 
     env.prepare(default_runtime=False)
     if args.pipeline:
@@ -147,7 +147,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     import tempfile
 
     from ..errors import PaddlexNpuError
-    from ..tools.serve_load import LoadPlan, parse_servers, run_serve_load, targets
+    from ..perf.serve_load import LoadPlan, parse_servers, run_serve_load, targets
 
     try:
         plan = LoadPlan(
@@ -199,7 +199,7 @@ def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[s
 
     from tqdm import tqdm
 
-    from ..tools.benchmark import run_benchmark
+    from ..perf.benchmark import run_benchmark
 
     # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
     env = {} if os.environ.get("PADDLEX_NPU_SIM_LOCKS") else {"PADDLEX_NPU_SIM_LOCKS": tempfile.mkdtemp()}
@@ -229,7 +229,7 @@ def run_benchmark_command(args: argparse.Namespace) -> int:
         return run_serve_bench(args)
 
     from ..errors import PaddlexNpuError
-    from ..tools.chart import save
+    from ..perf.chart import save
 
     try:
         config, paths, cpu = _benchmark_inputs(args)

@@ -13,7 +13,7 @@ from .common import Command, add_commands, fail
 
 
 def run_support(args: argparse.Namespace) -> int:
-    from ..tools.coverage import coverage, format_table
+    from ..reports.coverage import coverage, format_table
 
     print(format_table(coverage()))
     return 0
@@ -21,7 +21,7 @@ def run_support(args: argparse.Namespace) -> int:
 
 def run_inspect(args: argparse.Namespace) -> int:
     from ..errors import PaddlexNpuError
-    from ..tools.inspect_om import inspect_path
+    from ..reports.inspect_om import inspect_path
 
     try:
         print(inspect_path(args.path))
@@ -31,7 +31,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    from ..tools.doctor import OK, missing_required, run_checks
+    from ..reports.doctor import OK, missing_required, run_checks
 
     checks = run_checks()
     for c in checks:
@@ -51,8 +51,8 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 def run_selftest(args: argparse.Namespace) -> int:
     from ..errors import PaddlexNpuError
-    from ..tools.selftest import PASS
-    from ..tools.selftest import run_selftest as selftest
+    from ..reports.selftest import PASS
+    from ..reports.selftest import run_selftest as selftest
 
     try:
         report = selftest(args.om_root, args.device_id)

@@ -63,9 +63,9 @@ def serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_triton_repo(args: argparse.Namespace) -> int:
+    from ..deploy.triton_repo import TritonOptions, build_triton_repo
     from ..errors import PaddlexNpuError
     from ..serve.route import parse_devices
-    from ..tools.triton_repo import TritonOptions, build_triton_repo
 
     try:
         options = TritonOptions(
@@ -104,8 +104,8 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_triton_serve(args: argparse.Namespace) -> int:
+    from ..deploy.triton_repo import tritonserver_command
     from ..errors import PaddlexNpuError
-    from ..tools.triton_repo import tritonserver_command
 
     try:
         argv, env = tritonserver_command(

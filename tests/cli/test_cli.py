@@ -52,7 +52,7 @@ def test_doctor_says_what_is_missing_and_fails_without_an_npu():
 
 
 def test_support_command_prints_the_coverage_table():
-    from paddlex_npu.tools.coverage import coverage, format_table
+    from paddlex_npu.reports.coverage import coverage, format_table
 
     out = _cli("support")
     assert out.returncode == 0, out.stderr[-2000:]

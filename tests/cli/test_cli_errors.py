@@ -137,7 +137,7 @@ def test_selftest_names_the_missing_model_subfolder(tmp_path):
 
 
 def test_readme_names_the_selftest_model_subfolders():
-    from paddlex_npu.tools.selftest import MODELS
+    from paddlex_npu.reports.selftest import MODELS
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = re.search(r"## Hardware acceptance.*?\n## ", readme, re.S)

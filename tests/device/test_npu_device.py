@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import EXPECTED, norm, run_ocr
 
 OM_ROOT = os.environ.get("PADDLEX_NPU_TEST_OM_ROOT")
@@ -52,7 +52,7 @@ def test_ocr_on_the_device_matches_the_reference(images):
 
 def test_selftest_passes_on_the_device():
     """`paddlex-npu selftest --om-root $PADDLEX_NPU_TEST_OM_ROOT`: the same code, as a user runs it."""
-    from paddlex_npu.tools.selftest import run_selftest
+    from paddlex_npu.reports.selftest import run_selftest
 
     report = run_selftest(Path(OM_ROOT))
     assert report.ok, report.to_json()

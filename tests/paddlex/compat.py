@@ -47,7 +47,7 @@ def ocr_modes_and_texts(root, images):
     modes and the results on the English and Chinese images."""
     from paddlex import create_pipeline
 
-    from paddlex_npu.testing import assets
+    from paddlex_npu.samples import assets
     from tests.helpers import NPU_HPI, run_ocr
 
     p = create_pipeline(config=assets.ocr_pipeline_config(root), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)

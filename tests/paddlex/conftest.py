@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import paddlex_npu  # noqa: F401  (installs the NPU route when PaddleX loads, as users do)
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import NPU_HPI, page_lines, run_ocr
 
 

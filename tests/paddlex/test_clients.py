@@ -23,7 +23,7 @@ import paddlex_npu
 from paddlex_npu.errors import ModelFileError
 from paddlex_npu.paddlex.patcher import patched_attributes
 from paddlex_npu.run.runner import OMRunner
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import EXPECTED, NPU_HPI, norm, run_ocr
 from tests.paddlex.compat import LEGACY, only_runner_layout, runner_of
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from paddlex_npu.build.convert import ConvertError, convert
+from paddlex_npu.build.export import OnnxModel, check_against_paddle
 from paddlex_npu.errors import ConfigError, ModelFileError
 from paddlex_npu.om import manifest as mf
-from paddlex_npu.testing import assets
-from paddlex_npu.tools.convert import ConvertError, convert
-from paddlex_npu.tools.export import OnnxModel, check_against_paddle
+from paddlex_npu.samples import assets
 from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm, run_ocr
 from tests.paddlex.compat import ocr_modes_and_texts
 
@@ -310,7 +310,7 @@ def test_options_that_make_a_package_that_cannot_run_are_refused_before_any_work
     def no_work(*args, **kwargs):
         raise AssertionError("a temporary folder was made before the options were checked")
 
-    monkeypatch.setattr("paddlex_npu.tools.convert.tempfile.mkdtemp", no_work)
+    monkeypatch.setattr("paddlex_npu.build.convert.tempfile.mkdtemp", no_work)
     with pytest.raises(ConfigError, match=match):
         convert(paddle_only / assets.DET, tmp_path / "out", soc, kw.pop("mode", "dymshape"), run=False, **kw)
     assert list(tmp_path.iterdir()) == []

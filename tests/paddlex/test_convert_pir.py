@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from paddlex_npu.build import export_env
+from paddlex_npu.build.convert import ConvertError, convert
+from paddlex_npu.build.export import OnnxModel, pir_version
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.om import manifest as mf
-from paddlex_npu.testing import assets
-from paddlex_npu.tools import export_env
-from paddlex_npu.tools.convert import ConvertError, convert
-from paddlex_npu.tools.export import OnnxModel, pir_version
+from paddlex_npu.samples import assets
 from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm
 from tests.paddlex.compat import ocr_modes_and_texts
 

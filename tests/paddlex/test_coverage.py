@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from paddlex_npu.errors import ConfigError
-from paddlex_npu.tools.coverage import coverage
+from paddlex_npu.reports.coverage import coverage
 from tests.helpers import NPU_HPI
 from tests.paddlex.compat import LEGACY, only_runner_layout
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List
 
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.paddlex.compat import LEGACY
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ocr_npu.py"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from paddlex_npu.executor import ParallelExecutor
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import REPO
 
 
@@ -116,7 +116,7 @@ CTRL_C = textwrap.dedent(
     # and Python then installs no KeyboardInterrupt handler (CI may start the suite that way)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from paddlex_npu import ParallelExecutor, parallel
-    from paddlex_npu.testing import assets
+    from paddlex_npu.samples import assets
     config = assets.ocr_pipeline_config(assets.build_model_folders() / "om")
     page, env = sys.argv[1], json.loads(sys.argv[2])
     report = {}

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from paddlex_npu.testing import assets
-from paddlex_npu.tools.fork_patch import available_versions, find_paddlex_dir, load_patch
+from paddlex_npu.paddlex.fork_patch import available_versions, find_paddlex_dir, load_patch
+from paddlex_npu.samples import assets
 from tests.helpers import ENGLISH, NPU_HPI, REPO, norm
 
 INSTALLED = importlib.metadata.version("paddlex")  # 3.7.2 or 3.4.3: both have a patch

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import (
     CHINESE,
     DET_HW_GEARS,

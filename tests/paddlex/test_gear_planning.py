@@ -24,9 +24,9 @@ import numpy as np
 import pytest
 import yaml
 
+from paddlex_npu.build.convert import convert
 from paddlex_npu.om import manifest as mf
-from paddlex_npu.testing import assets
-from paddlex_npu.tools.convert import convert
+from paddlex_npu.samples import assets
 from tests.helpers import NPU_HPI, norm, run_ocr
 
 WORDS = (

@@ -9,7 +9,7 @@ from PIL import Image
 
 from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.run.runner import build_om_runner
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import DET_HW_GEARS, NPU_HPI, REC_DIMS_GEARS, om_package, run_ocr, spy_session
 from tests.paddlex.compat import only_runner_layout, runner_of
 

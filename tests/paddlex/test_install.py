@@ -8,7 +8,7 @@ import pytest
 
 import paddlex_npu
 from paddlex_npu.paddlex.patcher import patched_attributes
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import run_ocr
 from tests.paddlex.compat import LEGACY, cpu_pipeline, paddle_inference_class, runner_of
 

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import REPO
 
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import EXPECTED, norm, run_ocr
 from tests.paddlex.compat import cpu_pipeline, only_runner_layout, runner_of
 

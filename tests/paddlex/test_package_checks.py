@@ -10,7 +10,7 @@ import pytest
 from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.run.runner import build_om_runner
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.helpers import NPU_HPI, om_package
 
 

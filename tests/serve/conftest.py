@@ -13,7 +13,7 @@ from typing import Callable, List, Optional
 import pytest
 import yaml
 
-from paddlex_npu.testing import assets
+from paddlex_npu.samples import assets
 from tests.paddlex.conftest import npu_pipeline  # noqa: F401  (the in-process reference)
 
 pytest.importorskip("fastapi", reason="serving needs requirements/serving.txt (installed into .venv by setup.sh)")

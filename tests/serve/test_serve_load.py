@@ -8,7 +8,7 @@ import json
 import pytest
 
 from paddlex_npu import cli
-from paddlex_npu.tools.serve_load import LoadPlan, parse_servers, request_for, targets
+from paddlex_npu.perf.serve_load import LoadPlan, parse_servers, request_for, targets
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
 

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from paddlex_npu.tools.serve_load import triton_body
-from paddlex_npu.tools.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
+from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
+from paddlex_npu.perf.serve_load import triton_body
 from tests.helpers import REC_DIMS_GEARS, om_package
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
 
@@ -291,7 +291,7 @@ def test_shutdown_answers_requests_in_flight(triton, images):
 
 
 def test_default_workdir_is_a_cache_folder_shared_and_never_beside_the_repository(tmp_path, monkeypatch):
-    from paddlex_npu.tools.triton_repo import default_workdir
+    from paddlex_npu.deploy.triton_repo import default_workdir
 
     monkeypatch.setenv("PADDLEX_NPU_CACHE", str(tmp_path / "cache"))
     repo = tmp_path / "deploy" / "repo"

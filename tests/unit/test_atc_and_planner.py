@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from paddlex_npu.build.planner import padding_ratio, plan_gears
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.om.atc import atc_args, check_soc_version
-from paddlex_npu.tools.planner import padding_ratio, plan_gears
 
 ATC = re.compile(
     r"^atc --framework=5 --model=\S+\.onnx --output=\S+ --soc_version=Ascend\w+ --input_format=(NCHW|ND) "
@@ -180,7 +180,7 @@ def test_graph_finds_data_dependent_outputs(tmp_path):
 
 
 def test_ocr_settings_follow_paddlex_defaults_and_the_cover_side_their_limits():
-    from paddlex_npu.tools.planner import OcrSettings, det_cover_side
+    from paddlex_npu.build.planner import OcrSettings, det_cover_side
 
     default = OcrSettings.from_config(
         {
@@ -207,7 +207,7 @@ def test_ocr_settings_follow_paddlex_defaults_and_the_cover_side_their_limits():
 
 
 def test_cover_gear_is_always_planned_and_the_ladder_fills_up_to_max_gears():
-    from paddlex_npu.tools.planner import fill_ladder
+    from paddlex_npu.build.planner import fill_ladder
 
     gears = plan_gears([[3, 1033], [4, 1374]], 8, cover=[6, 3200])
     assert [6, 3200] in gears and [3, 1033] in gears and [4, 1374] in gears
@@ -221,7 +221,7 @@ def test_cover_gear_is_always_planned_and_the_ladder_fills_up_to_max_gears():
 def test_det_gears_give_every_long_side_shape_room_allowing():
     """``max``: every page above the limit becomes long side 960 x a multiple of 32; with room for all 59 such
     shapes those pages run unpadded; with less, the short sides are spread, the samples' orientation first."""
-    from paddlex_npu.tools.planner import OcrSettings, det_gears, long_side_gears, spread
+    from paddlex_npu.build.planner import OcrSettings, det_gears, long_side_gears, spread
 
     settings = OcrSettings("x", 960, "max", 4000, 6)
     samples = [[192, 640], [256, 960]]
@@ -239,7 +239,7 @@ def test_det_gears_give_every_long_side_shape_room_allowing():
 
 def test_rec_gears_spend_every_gear_on_a_width_at_the_pipeline_batch():
     """Rows padded in a batch change no text, the width does: every rec gear is [batch size, width]."""
-    from paddlex_npu.tools.planner import OcrSettings, rec_gears
+    from paddlex_npu.build.planner import OcrSettings, rec_gears
 
     settings = OcrSettings("x", 960, "max", 4000, 6)
     gears, what, cover = rec_gears([[3, 1033], [4, 1374]], settings, 64, None)

@@ -7,8 +7,8 @@ import configparser
 import json
 from pathlib import Path
 
-from paddlex_npu.tools import export_env
-from paddlex_npu.tools.export import explain_export_failure, failed_op, is_pir, pir_version
+from paddlex_npu.build import export_env
+from paddlex_npu.build.export import explain_export_failure, failed_op, is_pir, pir_version
 
 SETUP_CFG = Path(__file__).resolve().parents[2] / "setup.cfg"
 

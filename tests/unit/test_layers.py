@@ -13,7 +13,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
-ORDER = ["base", "om", "run", "paddlex", "executor", "tools", "serve", "testing", "cli"]
+# A folder is a job: build (convert), samples (the bundled models), reports, serve, deploy (Triton), perf, the cli.
+ORDER = ["base", "om", "run", "paddlex", "executor", "build", "samples", "reports", "serve", "deploy", "perf", "cli"]
 BASE = {"errors", "config", "log", "version", "deps"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
@@ -22,8 +23,11 @@ FORBIDDEN = {
     "om": {"paddlex", "paddle", "onnxruntime", "paddleocr"},
     "run": {"paddlex", "paddle", "paddleocr"},
     "executor": {"paddlex", "paddle", "paddleocr"},
-    "tools": {"paddlex", "paddleocr"},
-    "testing": {"paddlex", "paddleocr"},
+    "build": {"paddlex", "paddleocr"},
+    "samples": {"paddlex", "paddleocr"},
+    "reports": {"paddlex", "paddleocr"},
+    "deploy": {"paddlex", "paddle", "paddleocr"},
+    "perf": {"paddlex", "paddleocr"},
 }
 
 
@@ -80,6 +84,13 @@ def test_no_module_imports_upward_or_paddlex_outside_its_layer(name, path):
             pytest.fail(f"{name} ({own} layer) imports {top}, which only the paddlex layer may import")
 
 
+def test_every_folder_is_a_layer():
+    """A new folder takes its place in ORDER; there is no grab-bag (``tools``) and no test-only code (``testing``)
+    in the package: the tests' own helpers live under tests/."""
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(ORDER) - {"base"}, folders ^ (set(ORDER) - {"base"})
+
+
 def test_runtime_layers_import_without_paddlex():
     """A PaddleX-less interpreter (imports of paddlex/paddle blocked) loads the om and run layers and the
     package itself, and ``install()`` then says what to install."""
@@ -96,7 +107,7 @@ importlib.util.find_spec = (lambda f: lambda n, *a: None if n.split('.')[0] in (
 import paddlex_npu
 from paddlex_npu.om import atc, manifest, package
 from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session, simulated
-from paddlex_npu.tools import planner
+from paddlex_npu.build import planner
 from paddlex_npu import executor
 assert not paddlex_npu.is_installed()
 assert 'paddlex' not in sys.modules and 'paddle' not in sys.modules

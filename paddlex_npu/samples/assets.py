@@ -28,9 +28,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from ..build import export_env
 from ..errors import ModelFileError
 from ..om.manifest import MANIFEST_NAME
-from ..tools import export_env
 
 ASSETS_ENV = "PADDLEX_NPU_ASSETS"
 DATA_WHEELS = (
@@ -260,7 +260,7 @@ def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] 
 
 def build_pir_folders(root: Path, python: Path, subdir: str = "pir", models: Sequence[str] = PIR_MODELS) -> Path:
     """PIR folders under ``root/subdir``, translated from ``root/paddle/<model>`` (:func:`build_model_folders`)
-    by the Paddle Inference of ``python`` (the recipe of :func:`paddlex_npu.tools.p2o_worker.translate`: oneDNN
+    by the Paddle Inference of ``python`` (the recipe of :func:`paddlex_npu.build.p2o_worker.translate`: oneDNN
     off, new IR on, IR optimisation off, the optimised model saved); built once per Python and model list."""
     folder = Path(root) / subdir
     stamp = folder / "pir.json"

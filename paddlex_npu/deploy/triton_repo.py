@@ -34,9 +34,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import yaml
 
+from ..build.export_env import cache_root
 from ..errors import ConfigError
 from ..om.manifest import MANIFEST_NAME, load
-from .export_env import cache_root
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
 _MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.serve.triton_model)."""

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from .triton_repo import OCR_MODEL, REC_MODEL, TritonOptions, build_triton_repo, tritonserver_command
+from ..deploy.triton_repo import OCR_MODEL, REC_MODEL, TritonOptions, build_triton_repo, tritonserver_command
 
 Check = Callable[[int, bytes], Optional[str]]  # (status, body) -> None when the answer is a success, else why
 
