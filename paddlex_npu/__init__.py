@@ -27,16 +27,22 @@ from __future__ import annotations
 import os
 import sys
 
+from . import envs
 from .errors import (
     ConfigError,
+    ConvertError,
     DeviceCallError,
     ExecutorError,
+    IllegalPathError,
     InputMismatchError,
     InputShapeError,
+    MismatchError,
     ModelFileError,
     NpuDeviceUnavailableError,
     PaddlexNpuError,
+    PatchError,
     RuntimeUnavailableError,
+    ShapeInferenceError,
     UnsupportedPaddlexError,
     http_status,
 )
@@ -47,8 +53,13 @@ from .version import __version__
 
 __all__ = [
     "ConfigError",
+    "ConvertError",
     "DeviceCallError",
     "ExecutorError",
+    "IllegalPathError",
+    "MismatchError",
+    "PatchError",
+    "ShapeInferenceError",
     "ItemResult",
     "ParallelExecutor",
     "InputMismatchError",
@@ -70,7 +81,7 @@ __all__ = [
 def _auto_install() -> bool:
     """Install on import, unless turned off or run as the ``paddlex-npu`` command (which installs only for the
     subcommands that run PaddleX)."""
-    if os.environ.get("PADDLEX_NPU_AUTO_INSTALL", "1") == "0":
+    if not envs.auto_install():
         return False
     return os.path.basename(sys.argv[0] if sys.argv else "") != "paddlex-npu"
 

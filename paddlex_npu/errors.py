@@ -10,7 +10,8 @@ Every error has a ``category`` a server maps to an HTTP status (:func:`http_stat
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from pathlib import Path
+from typing import Dict, Optional, Tuple
 
 CATEGORIES = ("input", "config", "device", "runtime")
 HTTP_STATUS: Dict[str, int] = {"input": 422, "config": 500, "device": 503, "runtime": 500}
@@ -67,6 +68,32 @@ class DeviceCallError(PaddlexNpuError, RuntimeError):
     and the output sizes reserved, and the option to raise."""
 
     category = "device"
+
+
+class IllegalPathError(ModelFileError, ValueError):
+    """A model path ais_bench refuses (``ValueError("The path:... is illegal...")``), with the fix."""
+
+
+class ShapeInferenceError(PaddlexNpuError, ValueError):
+    """ONNX shape inference (strict) refuses the input shapes."""
+
+
+class ConvertError(PaddlexNpuError, RuntimeError):
+    """The conversion cannot go on; the message says why and what to do."""
+
+
+class PatchError(PaddlexNpuError, RuntimeError):
+    """A fork patch cannot be found, checked or applied."""
+
+
+class MismatchError(PatchError):
+    """A file of the patch is missing, or one of its hunks does not apply."""
+
+    def __init__(self, message: str, path: Path, first: bool, line: Optional[int] = None):
+        super().__init__(message)
+        self.path = path
+        self.first = first  # the patch's first hunk (or its first file missing): a wrong version fails here
+        self.line = line  # 1-based line of the file that differs, when known
 
 
 def category_of(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 import yaml
 
-from ..errors import ConfigError, ModelFileError
+from ..errors import ConfigError, ConvertError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
@@ -43,7 +43,6 @@ from .export import (
 )
 from .tasks import (
     REC_MAX_WIDTH,
-    ConvertError,
     Task,
     default_gears,
     default_ranges,
@@ -57,7 +56,7 @@ SAMPLE_KINDS = ("pages", "lines")
 PRECISIONS = ("fp16", "fp32")
 DEFAULT_MAX_GEARS = 8
 
-__all__ = ["ConvertError", "ConvertResult", "Conversion", "check_options", "convert", "plan_conversion"]
+__all__ = ["ConvertResult", "Conversion", "check_options", "convert", "plan_conversion"]
 
 
 @dataclass

@@ -13,10 +13,9 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..deps import require
-from ..errors import ModelFileError
+from ..errors import ConvertError, ModelFileError
 from ..run.dtypes import onnx_numpy_dtype
 from . import export_env
-from .tasks import ConvertError
 
 InputInfo = Tuple[str, List[int], str]  # (name, dims with -1 for symbolic, numpy dtype name)
 

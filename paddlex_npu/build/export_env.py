@@ -23,16 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ConvertError
 from ..log import logger
-from .tasks import ConvertError
+from .. import envs
 
 PADDLE, P2O = "3.0.0", "2.0.2rc3"
 REQUIREMENTS = (f"paddlepaddle=={PADDLE}", f"paddle2onnx=={P2O}", "packaging")  # = setup.cfg's [export] extra
 TAG = f"paddle{PADDLE}-p2o{P2O}-py{sys.version_info[0]}{sys.version_info[1]}"
 SIZE = "about 1 GB on disk, a 200 MB download; 20-60 s with pip's cache warm"
 STAMP = "paddlex-npu-export-env.json"
-CACHE_ENV = "PADDLEX_NPU_CACHE"
 WORKER = Path(__file__).resolve().with_name("p2o_worker.py")
 
 
@@ -47,7 +46,7 @@ class ExportEnv:
 
 def cache_root() -> Path:
     """The tools' cache folder: ``$PADDLEX_NPU_CACHE``, else ``~/.cache/paddlex_npu``."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "paddlex_npu")
+    return envs.cache_dir()
 
 
 def default_env_dir() -> Path:

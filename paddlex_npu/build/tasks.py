@@ -11,16 +11,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import ConfigError, PaddlexNpuError
+from ..errors import ConfigError, ConvertError
 
 REC_MAX_WIDTH = 3200  # PaddleX's text recognition resizes lines up to this width
 DET_DEFAULT_LIMIT = 960
 # DetResizeForTest's max_side_limit default: what PaddleX's OCR pipelines (limit_type min) can feed detection
 DET_MAX_SIDE_LIMIT = 4000
-
-
-class ConvertError(PaddlexNpuError, RuntimeError):
-    """The conversion cannot go on; the message says why and what to do."""
 
 
 @dataclass

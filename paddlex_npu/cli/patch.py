@@ -9,7 +9,8 @@ from .common import Command, add_commands, fail
 
 
 def run_patch(args: argparse.Namespace) -> int:
-    from ..paddlex.fork_patch import PatchError, run_action
+    from ..errors import PatchError
+    from ..paddlex.fork_patch import run_action
 
     try:
         lines = run_action(args.action, Path(args.paddlex_dir) if args.paddlex_dir else None, args.paddlex_version)

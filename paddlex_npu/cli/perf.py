@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import List
 
+from .. import envs
 from .common import Command, add_commands, fail, positive_int, positive_ints, positive_seconds, seconds_or_zero
 
 
@@ -202,7 +202,7 @@ def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[s
     from ..perf.benchmark import run_benchmark
 
     # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
-    env = {} if os.environ.get("PADDLEX_NPU_SIM_LOCKS") else {"PADDLEX_NPU_SIM_LOCKS": tempfile.mkdtemp()}
+    env = {} if envs.SIM_LOCKS.get() else {envs.SIM_LOCKS.name: tempfile.mkdtemp()}
     total = (1 + len(args.workers) + len(cpu)) * args.repeat * len(paths)
     with tqdm(total=total, unit="img", desc="benchmark", file=sys.stderr, disable=args.no_progress) as bar:
 

@@ -4,10 +4,10 @@ acceptance run)."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Tuple
 
+from .. import envs
 from ..version import __version__
 from .common import Command, add_commands, fail
 
@@ -101,7 +101,7 @@ def runtime_line() -> Tuple[str, bool]:
     """(the info line of the runtime $PADDLEX_NPU_RUNTIME chooses, whether that value is one the route takes)."""
     from ..run.session import DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES
 
-    value = os.environ.get(RUNTIME_ENV)
+    value = envs.runtime()
     if value and value not in RUNTIMES:
         return (
             f"- runtime: {value} [x] INVALID: {RUNTIME_ENV}={value} is none of {', '.join(RUNTIMES)}, and the "

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+from .. import envs
 from ..errors import ExecutorError
 from ..log import logger
 from .worker import WorkerSpec, worker_main
@@ -114,7 +115,7 @@ class ParallelExecutor:
         _refuse_in_bootstrapping_worker()
         worker_env = dict(env or {})
         if runtime:
-            worker_env["PADDLEX_NPU_RUNTIME"] = runtime
+            worker_env[envs.RUNTIME.name] = runtime
         self._specs = {
             d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env, stages)
             for d in devices

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 from ..deps import require
+from ..errors import ShapeInferenceError
 
 # ONNX operators whose output shape follows the input values, not only the input shapes.
 DATA_DEPENDENT_OPS = frozenset({"NonMaxSuppression", "NonZero", "Unique", "Compress", "MultiClassNMS"})
@@ -31,10 +32,6 @@ def data_dependent_outputs(onnx_path: Union[str, Path]) -> List[str]:
         if node.op_type in DATA_DEPENDENT_OPS or any(i in tainted for i in node.input):
             tainted.update(node.output)
     return [o.name for o in graph.output if o.name in tainted and o.name in producers and not _fixed(o)]
-
-
-class ShapeInferenceError(Exception):
-    """ONNX shape inference (strict) refuses the input shapes."""
 
 
 def _first_error(text: str) -> str:

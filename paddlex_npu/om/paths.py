@@ -11,14 +11,10 @@ import stat
 from pathlib import Path
 from typing import Optional, Union
 
-from ..errors import ModelFileError
+from ..errors import IllegalPathError
 
 PATH_CHARS = re.compile(r"[^_A-Za-z0-9/.-]")
 OM_MODEL_MAX_SIZE = 10 * 1024**3  # ais_bench args_check.OM_MODEL_MAX_SIZE
-
-
-class IllegalPathError(ModelFileError, ValueError):
-    """A model path ais_bench refuses (``ValueError("The path:... is illegal...")``), with the fix."""
 
 
 def _illegal(path: str, why: str, fix: str) -> IllegalPathError:

@@ -22,13 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..errors import PaddlexNpuError
+from ..errors import MismatchError, PatchError
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-class PatchError(PaddlexNpuError, RuntimeError):
-    """A fork patch cannot be found, checked or applied."""
 
 
 @dataclass
@@ -61,16 +57,6 @@ class FilePatch:
         if top != "paddlex" or not rest or ".." in Path(rest).parts:
             raise PatchError(f"the patch names {self.path!r}, a file outside the paddlex package: the patch is broken")
         return package_dir / rest
-
-
-class MismatchError(PatchError):
-    """A file of the patch is missing, or one of its hunks does not apply."""
-
-    def __init__(self, message: str, path: Path, first: bool, line: Optional[int] = None):
-        super().__init__(message)
-        self.path = path
-        self.first = first  # the patch's first hunk (or its first file missing): a wrong version fails here
-        self.line = line  # 1-based line of the file that differs, when known
 
 
 def parse(text: str) -> List[FilePatch]:

@@ -20,13 +20,14 @@ import os
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from .. import envs
 from ..errors import ConfigError, ExecutorError
 from ..log import logger
 from .adapter import wrap_bound
 from .pipelines import portable_result, restore_result
 from .record import PatchRecord
 
-WORKERS_ENV = "PADDLEX_NPU_WORKERS_PER_DEVICE"
+WORKERS_ENV = envs.WORKERS_PER_DEVICE.name
 _factory: Optional[Callable[..., Any]] = None
 
 
@@ -63,7 +64,7 @@ def asks_for_om(use_hpip: Any, hpi_config: Any, engine: Optional[str], engine_co
 
 
 def workers_per_device() -> int:
-    raw = os.environ.get(WORKERS_ENV, "1")
+    raw = envs.workers_per_device()
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigError(f"{WORKERS_ENV}={raw!r} is not a positive number of worker processes per device")
     return int(raw)

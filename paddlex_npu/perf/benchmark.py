@@ -17,6 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .. import envs
 from ..errors import ConfigError
 from ..executor import ParallelExecutor
 from ..paddlex.patcher import paddlex_version
@@ -211,7 +212,7 @@ def run_benchmark(
     folders that hold that engine's files), on ``inputs``. ``progress(route, n)`` is called as inputs finish."""
     progress = progress or (lambda route, n: None)
     os.environ.update(env or {})
-    os.environ["PADDLEX_NPU_RUNTIME"] = runtime
+    os.environ[envs.RUNTIME.name] = runtime
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.load_average.append(os.getloadavg()[0])
     serial = create_on_device(pipeline, 0, create_kwargs)

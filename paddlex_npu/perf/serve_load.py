@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
+from .. import envs
 from ..deploy.triton_repo import OCR_MODEL, REC_MODEL, TritonOptions, build_triton_repo, tritonserver_command
 
 Check = Callable[[int, bytes], Optional[str]]  # (status, body) -> None when the answer is a success, else why
@@ -367,9 +368,9 @@ def run_serve_load(
     workdir = Path(workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
     store = Path(store or workdir / "sim-store")
     extra = {
-        "PADDLEX_NPU_RUNTIME": plan.runtime,
-        "PADDLEX_NPU_SIM_STORE": str(store),
-        "PADDLEX_NPU_SIM_LOCKS": str(workdir / "sim-locks"),
+        envs.RUNTIME.name: plan.runtime,
+        envs.SIM_STORE.name: str(store),
+        envs.SIM_LOCKS.name: str(workdir / "sim-locks"),
         "PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK": "True",
     }
     payloads = {

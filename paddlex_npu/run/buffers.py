@@ -18,19 +18,19 @@ on the first call; an explicit ``custom_sizes`` overrides them.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .. import envs
 from ..errors import ConfigError
 
 MIN_BYTES = 64 * 1024
 INITIAL_BYTES_PER_INPUT_BYTE = 16
 HEADROOM = 1.25
 MAX_BYTES = 16 * 1024**3
-BUDGET_ENV = "PADDLEX_NPU_MEMORY_BUDGET"
+BUDGET_ENV = envs.MEMORY_BUDGET.name
 DEFAULT_BUDGET = 1024**3  # input + output buffers of one gear; PaddleX's own limits (4000 px det) need ~256 MiB
 
 
@@ -92,7 +92,7 @@ def memory_budget(configured: Optional[int]) -> Tuple[int, str]:
     else :data:`DEFAULT_BUDGET`."""
     if configured is not None:
         return configured, "backend_config['memory_budget']"
-    raw = os.environ.get(BUDGET_ENV, "").strip()
+    raw = envs.memory_budget() or ""
     if not raw:
         return DEFAULT_BUDGET, f"the default (set backend_config['memory_budget'] or ${BUDGET_ENV} to change it)"
     if not raw.isdigit() or int(raw) <= 0:

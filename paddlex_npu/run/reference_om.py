@@ -12,8 +12,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..deps import require
-from ..errors import ConfigError, RuntimeUnavailableError
-from ..om.graph import ShapeInferenceError, data_dependent_outputs, load_graph, output_dims
+from ..errors import ConfigError, RuntimeUnavailableError, ShapeInferenceError
+from ..om.graph import data_dependent_outputs, load_graph, output_dims
 from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 

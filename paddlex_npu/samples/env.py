@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
+from .. import envs
+
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 
 
@@ -15,11 +17,11 @@ def prepare(assets_dir: Optional[Path] = None, default_runtime: bool = True) -> 
     """Set PaddleX's offline settings (no model-source check; the local font, or PaddleX downloads one to draw
     results), the asset cache, and ``PADDLEX_NPU_RUNTIME`` when unset: ``ais_bench`` when it is installed, else
     ``reference``. Returns the runtime. Values already set in the environment win."""
-    os.environ.setdefault("PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK", "True")
+    os.environ.setdefault(envs.PDX_SOURCE_CHECK.name, "True")
     if FONT.is_file():
-        os.environ.setdefault("PADDLE_PDX_LOCAL_FONT_FILE_PATH", str(FONT))
+        os.environ.setdefault(envs.PDX_FONT.name, str(FONT))
     if assets_dir is not None:
-        os.environ.setdefault("PADDLEX_NPU_ASSETS", str(assets_dir))
-    if default_runtime and "PADDLEX_NPU_RUNTIME" not in os.environ:
-        os.environ["PADDLEX_NPU_RUNTIME"] = "ais_bench" if importlib.util.find_spec("ais_bench") else "reference"
-    return os.environ.get("PADDLEX_NPU_RUNTIME", "ais_bench")
+        os.environ.setdefault(envs.ASSETS.name, str(assets_dir))
+    if default_runtime and envs.runtime() is None:
+        os.environ[envs.RUNTIME.name] = "ais_bench" if importlib.util.find_spec("ais_bench") else "reference"
+    return envs.runtime() or "ais_bench"

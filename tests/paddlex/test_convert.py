@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paddlex_npu.build.convert import ConvertError, convert
+from paddlex_npu.build.convert import convert
 from paddlex_npu.build.export import OnnxModel, check_against_paddle
-from paddlex_npu.errors import ConfigError, ModelFileError
+from paddlex_npu.errors import ConfigError, ConvertError, ModelFileError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.samples import assets
 from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm, run_ocr

@@ -13,9 +13,9 @@ import pytest
 from PIL import Image
 
 from paddlex_npu.build import export_env
-from paddlex_npu.build.convert import ConvertError, convert
+from paddlex_npu.build.convert import convert
 from paddlex_npu.build.export import OnnxModel, pir_version
-from paddlex_npu.errors import ConfigError
+from paddlex_npu.errors import ConfigError, ConvertError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.samples import assets
 from tests.helpers import CHINESE, ENGLISH, NPU_HPI, norm

@@ -8,8 +8,7 @@ import pytest
 import paddlex_npu
 from paddlex_npu import errors
 from paddlex_npu.config import OMBackendConfig
-from paddlex_npu.errors import http_status
-from paddlex_npu.paddlex.fork_patch import PatchError
+from paddlex_npu.errors import PatchError, http_status
 from paddlex_npu.run.gears import InputShapeError
 from paddlex_npu.run.runner import build_om_runner
 from tests.onnx_models import two_input_model

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
 # A folder is a job: build (convert), samples (the bundled models), reports, serve, deploy (Triton), perf, the cli.
 ORDER = ["base", "om", "run", "paddlex", "executor", "build", "samples", "reports", "serve", "deploy", "perf", "cli"]
-BASE = {"errors", "config", "log", "version", "deps"}
+BASE = {"errors", "config", "log", "version", "deps", "envs"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
 FORBIDDEN = {
@@ -163,3 +163,17 @@ def test_the_readme_architecture_names_every_module():
     section = readme.split("## Architecture", 1)[1]
     missing = [p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" and p.name not in section]
     assert not missing, f"README 'Architecture' does not name {missing}"
+
+
+def test_every_error_class_is_in_errors_py():
+    """Public exception classes live in paddlex_npu/errors.py (private control-flow ones, ``_Name``, may stay)."""
+    strays = []
+    for name, path in modules():
+        if name == "paddlex_npu.errors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+                if any(b.endswith(("Error", "Exception")) for b in bases):
+                    strays.append(f"{name}.{node.name}")
+    assert not strays, f"move these to paddlex_npu/errors.py: {strays}"
