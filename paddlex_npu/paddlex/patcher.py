@@ -9,11 +9,12 @@ from typing import List, Optional, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from .. import envs
 from ..errors import UnsupportedPaddlexError
 from ..log import logger
 from .adapter import Adapter
 from .record import PatchRecord
-from .versions import SUPPORTED, SUPPORTED_TEXT, TESTED
+from .versions import NEWEST_ADAPTER, REQUIREMENT, SUPPORTED, SUPPORTED_TEXT, TESTED
 
 _lock = threading.RLock()
 _record: Optional[PatchRecord] = None
@@ -36,10 +37,37 @@ def select_adapter(version: str) -> str:
     for name, spec in SUPPORTED.items():
         if parsed in SpecifierSet(spec):
             return name
+    if _newer_than_tested(parsed) and envs.allow_untested_paddlex():
+        logger.warning(
+            "PaddleX %s is newer than the tested range (%s): trying the %s adapter because %s=1 (its layout is still "
+            "checked); if something fails, install a tested one: %s",
+            version,
+            REQUIREMENT,
+            NEWEST_ADAPTER,
+            envs.ALLOW_UNTESTED_PADDLEX.name,
+            _INSTALL_TESTED,
+        )
+        return NEWEST_ADAPTER
     raise UnsupportedPaddlexError(
-        f"paddlex-npu supports {SUPPORTED_TEXT}; the installed PaddleX is {version}. "
-        f'Install a supported one, e.g. `pip install "paddlex=={TESTED["paddlex_35"]}"`.'
+        f"paddlex-npu supports {SUPPORTED_TEXT}; the installed PaddleX is {version}: {unsupported_fix(version)}."
     )
+
+
+_INSTALL_TESTED = f'`pip install "paddlex=={TESTED[NEWEST_ADAPTER]}"`'
+
+
+def _newer_than_tested(version: Version) -> bool:
+    return all(version > Version(v) for v in TESTED.values())
+
+
+def unsupported_fix(version: str) -> str:
+    """What to do about a PaddleX outside the supported range: install a tested one, or (a newer one) allow it."""
+    if _newer_than_tested(Version(version)):
+        return (
+            f"install a tested one, {_INSTALL_TESTED}, or set {envs.ALLOW_UNTESTED_PADDLEX.name}=1 to try this "
+            "newer one at your own risk"
+        )
+    return f"install a supported one, {_INSTALL_TESTED}"
 
 
 def load_adapter(name: str) -> Adapter:
@@ -49,13 +77,13 @@ def load_adapter(name: str) -> Adapter:
     except ImportError as exc:
         raise UnsupportedPaddlexError(
             f"PaddleX {paddlex_version()} does not have the layout paddlex-npu's {name} adapter patches ({exc}); "
-            f"unknown layout, not patched. Supported: {SUPPORTED_TEXT}"
+            f"unknown layout, not patched: install a tested PaddleX, {_INSTALL_TESTED}. Supported: {SUPPORTED_TEXT}"
         ) from exc
     missing = adapter.missing_hooks()
     if missing:
         raise UnsupportedPaddlexError(
-            f"PaddleX {paddlex_version()} lacks {', '.join(missing)}: unknown layout, not patched. "
-            f"Supported: {SUPPORTED_TEXT}"
+            f"PaddleX {paddlex_version()} lacks {', '.join(missing)}: unknown layout, not patched: install a tested "
+            f"PaddleX, {_INSTALL_TESTED}. Supported: {SUPPORTED_TEXT}"
         )
     return adapter
 

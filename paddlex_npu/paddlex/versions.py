@@ -1,4 +1,6 @@
-"""Supported PaddleX versions, as data: one PEP 440 range per adapter (``setup.cfg`` must agree; a test checks)."""
+"""Supported PaddleX versions, as data: one PEP 440 range per adapter. ``setup.cfg`` requires only the lower bound
+(:data:`INSTALL_REQUIREMENT`: the next PaddleOCR, which pins the next PaddleX, must stay installable); the route
+checks the range when it installs and refuses a newer PaddleX unless ``PADDLEX_NPU_ALLOW_UNTESTED_PADDLEX=1``."""
 
 from __future__ import annotations
 
@@ -9,5 +11,7 @@ SUPPORTED = {
     "paddlex_35": ">=3.5,<3.8",
 }
 TESTED = {"paddlex_34": "3.4.3", "paddlex_35": "3.7.2"}
-REQUIREMENT = "paddlex>=3.0,<3.8"  # the union of SUPPORTED, as setup.cfg's install_requires says it
+REQUIREMENT = "paddlex>=3.0,<3.8"  # the union of SUPPORTED: the tested range the route checks at install()
+INSTALL_REQUIREMENT = "paddlex>=3.0"  # setup.cfg's install_requires and extras: the lower bound only
+NEWEST_ADAPTER = "paddlex_35"  # what an untested newer PaddleX is tried with, when allowed
 SUPPORTED_TEXT = f"{REQUIREMENT} (3.0-3.4: create_static_infer layout; 3.5-3.7: runner/engine layout)"

@@ -111,7 +111,8 @@ def _aclruntime() -> Check:
 
 
 def _paddlex() -> Check:
-    from ..paddlex.patcher import paddlex_version, select_adapter
+    from ..errors import UnsupportedPaddlexError
+    from ..paddlex.patcher import paddlex_version, select_adapter, unsupported_fix
     from ..paddlex.versions import SUPPORTED_TEXT
 
     version = paddlex_version()
@@ -119,8 +120,8 @@ def _paddlex() -> Check:
         return Check("PaddleX", FAIL, "not installed", "pip install paddlex==3.7.2")
     try:
         adapter = select_adapter(version)
-    except Exception:  # noqa: BLE001
-        return Check("PaddleX", FAIL, f"{version} is outside {SUPPORTED_TEXT}", "pip install paddlex==3.7.2")
+    except UnsupportedPaddlexError:
+        return Check("PaddleX", FAIL, f"{version} is outside {SUPPORTED_TEXT}", unsupported_fix(version))
     return Check("PaddleX", OK, f"{version} ({adapter} adapter)")
 
 

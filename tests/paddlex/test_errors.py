@@ -126,6 +126,24 @@ def test_unsupported_paddlex_versions():
             select_adapter(version)
 
 
+def test_a_newer_paddlex_is_refused_with_the_override_named_and_tried_when_allowed(monkeypatch):
+    """A PaddleX above the tested range is refused at install time (pip lets it in: no upper bound) with the
+    variable that allows it; allowed, the newest adapter is tried and the layout still checked: it loads on the
+    3.7 layout, and is refused as an unknown layout on 3.4's."""
+    from paddlex_npu.paddlex import patcher
+
+    monkeypatch.setattr(patcher, "paddlex_version", lambda: "3.9.0")
+    monkeypatch.delenv("PADDLEX_NPU_ALLOW_UNTESTED_PADDLEX", raising=False)
+    with pytest.raises(UnsupportedPaddlexError, match="PADDLEX_NPU_ALLOW_UNTESTED_PADDLEX=1 to try this newer one"):
+        patcher.adapter()
+    monkeypatch.setenv("PADDLEX_NPU_ALLOW_UNTESTED_PADDLEX", "1")
+    if LEGACY:
+        with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched: install a tested PaddleX"):
+            patcher.adapter()
+    else:
+        assert patcher.adapter().name == "paddlex_35"
+
+
 def test_unknown_layout_is_refused(monkeypatch):
     from paddlex_npu.paddlex import patcher
 
