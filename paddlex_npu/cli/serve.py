@@ -9,11 +9,14 @@ from .common import Command, add_commands, fail
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    from ..deps import require
     from ..errors import PaddlexNpuError
     from ..serve.http import ServeOptions, serve
     from ..serve.route import load_config, parse_devices
 
     try:
+        for module in ("fastapi", "uvicorn"):  # PaddleX's serving app: its `serving` extra, not installed by default
+            require(module, "paddlex-npu serve")
         options = ServeOptions(
             host=args.host,
             port=args.port,

@@ -158,3 +158,21 @@ def test_info_shows_a_valid_runtime():
     out = _cli("info", env={**os.environ, "PADDLEX_NPU_RUNTIME": "reference"})
     assert out.returncode == 0, out.stderr
     assert "- runtime: reference (" in out.stdout and "INVALID" not in out.stdout
+
+
+def test_serve_without_the_serving_extra_names_the_extra(tmp_path):
+    """`pip install paddlex-npu` brings no web server: `serve` says which extra does, before reading anything."""
+    code = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split('.')[0] in ('fastapi', 'uvicorn'):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Block())
+from paddlex_npu import cli
+sys.exit(cli.main(['serve', 'missing.yaml']))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    err = _refused(out, 1)
+    assert err.startswith("paddlex-npu serve: paddlex-npu serve needs the Python package fastapi"), err
+    assert "pip install 'paddlex-npu[serving]'" in err
