@@ -41,7 +41,7 @@ from .export import (
     is_pir,
     no_export_env,
 )
-from .tasks import (
+from .shapes import (
     REC_MAX_WIDTH,
     Task,
     default_gears,

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
+from .. import envs
 from ..errors import ConfigError, ConvertError
 from ..log import logger
-from .. import envs
 
 PADDLE, P2O = "3.0.0", "2.0.2rc3"
 REQUIREMENTS = (f"paddlepaddle=={PADDLE}", f"paddle2onnx=={P2O}", "packaging")  # = setup.cfg's [export] extra

@@ -26,7 +26,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..om.manifest import MAX_GEARS, MIN_GEARS
-from .tasks import REC_MAX_WIDTH
+from .shapes import REC_MAX_WIDTH
 
 REC_MIN_WIDTH = 320  # PaddleX pads every line batch to at least 320 (48-high lines)
 

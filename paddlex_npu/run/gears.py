@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputShapeError
 from ..om.manifest import OMManifest, in_ranges
+from . import tasks
 
 Shape = List[int]
 
@@ -69,43 +70,29 @@ class TaskPolicy:
 
 DEFAULT = TaskPolicy("batch")
 _IMAGE = {4: (0, 2, 3)}
-_POLICIES = [
-    (
-        ("TextDet",),
-        TaskPolicy(
-            "text detection",
-            _IMAGE,
-            ((0, 2, 0, 2), (0, 3, 0, 3)),
-            multiple_of=(4, (2, 3), 32, "the DB network halves H and W five times; DetResizeForTest makes them so"),
-            output_ranks=(4,),
-            pad_mode="edge",
-            fit_dims=(2, 3),
-            fit_image=True,
-            fit_map_back=True,
-        ),
+_POLICIES = {
+    tasks.TEXT_DET: TaskPolicy(
+        "text detection",
+        _IMAGE,
+        ((0, 2, 0, 2), (0, 3, 0, 3)),
+        multiple_of=(4, (2, 3), 32, "the DB network halves H and W five times; DetResizeForTest makes them so"),
+        output_ranks=(4,),
+        pad_mode="edge",
+        fit_dims=(2, 3),
+        fit_image=True,
+        fit_map_back=True,
     ),
-    (
-        ("TextRec",),
-        TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,), fit_dims=(3,)),
-    ),
-    (("Seg", "Warp", "Uad"), TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3)))),
-    (("Det", "Layout", "InstanceSeg"), TaskPolicy("detection", _IMAGE, detection=True)),
-]
-# Predictors whose outputs are not batch-major or depend on prompts: no padding at all (exact gears only).
-_EXACT = ("OVDet", "OVSeg", "BEVDet3D", "Formula", "Table", "TS", "Fastspeech2", "Pwgan", "Video")
+    tasks.TEXT_REC: TaskPolicy("text recognition", {4: (0, 3)}, ((0, 1, 0, 3),), output_ranks=(3,), fit_dims=(3,)),
+    tasks.DENSE_MAP: TaskPolicy("dense map", _IMAGE, ((0, -2, 0, 2), (0, -1, 0, 3))),
+    tasks.DETECTION: TaskPolicy("detection", _IMAGE, detection=True),
+    # outputs not batch-major or prompt-dependent: no padding at all (exact gears only)
+    tasks.EXACT: TaskPolicy("exact shapes", {r: () for r in range(8)}),
+}
 
 
 def policy_for(predictor_class: Optional[str]) -> TaskPolicy:
-    """The policy of a PaddleX predictor class (3.5+ or 3.0-3.4 names); batch-only when unknown."""
-    name = predictor_class or ""
-    if name.startswith(_EXACT):
-        return TaskPolicy("exact shapes", {r: () for r in range(8)})
-    if name.startswith("InstanceSeg"):
-        return TaskPolicy("detection", _IMAGE, detection=True)
-    for prefixes, policy in _POLICIES:
-        if name.startswith(prefixes):
-            return policy
-    return DEFAULT
+    """The policy of a PaddleX predictor class's task (:mod:`.tasks`); batch-only when unknown."""
+    return _POLICIES.get(tasks.task_of_predictor(predictor_class), DEFAULT)
 
 
 _DIM_NAMES = {4: "NCHW"}

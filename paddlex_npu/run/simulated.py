@@ -44,6 +44,7 @@ import numpy as np
 from .. import envs
 from ..config import SimulationConfig
 from ..log import logger
+from . import tasks
 from .reference import InferSession
 
 # Cost model defaults, from the 310P3 OM figures in the reference notes (ModelZoo, model-only throughput):
@@ -57,7 +58,6 @@ from .reference import InferSession
 BASE_MS = 0.469
 SEQUENCE_MS_PER_MELEM = 3.842
 DENSE_MS_PER_MELEM = 0.938
-_DENSE_TASKS = ("Det", "Seg", "Layout")
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class CostModel:
 
 def default_cost(task: Optional[str] = None) -> CostModel:
     """The default cost model for a PaddleX predictor class name (``TextDetPredictor``...; None: unknown)."""
-    dense = task is not None and any(t in task for t in _DENSE_TASKS)
+    dense = task is not None and tasks.task_of_predictor(task) in tasks.DENSE_IMAGE
     return CostModel(BASE_MS, DENSE_MS_PER_MELEM if dense else SEQUENCE_MS_PER_MELEM)
 
 

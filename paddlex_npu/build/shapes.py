@@ -1,6 +1,7 @@
 """What varies in a model's inputs, by task, and the ATC options that follow (shapes, ranges, default gears).
 
-The task is the PaddleX predictor of ``Global.model_name`` (asked of the adapter); the limits come from the
+The task is that of the PaddleX predictor of ``Global.model_name`` (asked of the adapter; the task table is
+:mod:`paddlex_npu.run.tasks`); the limits come from the
 model's ``inference.yml`` preprocessing, but for detection's dymshape ranges, which reach what PaddleX's OCR
 pipelines can send (``max_side_limit``).
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import ConfigError, ConvertError
+from ..run.tasks import TEXT_DET, TEXT_REC, task_of_predictor
 
 REC_MAX_WIDTH = 3200  # PaddleX's text recognition resizes lines up to this width
 DET_DEFAULT_LIMIT = 960
@@ -71,11 +73,12 @@ def _ceil32(side: float) -> int:
 
 def task_of(model_name: str, cfg: Dict[str, Any], max_batch: int = 6, max_side: Optional[int] = None) -> Task:
     predictor = predictor_class(model_name)
-    if predictor.startswith("TextDet"):
+    task = task_of_predictor(predictor)
+    if task == TEXT_DET:
         limit = max_side or _det_limit(cfg)
         top = max_side or DET_MAX_SIDE_LIMIT
         return Task(predictor, "text_det", limit=_ceil32(limit), range_limit=_ceil32(top), max_batch=1)
-    if predictor.startswith("TextRec"):
+    if task == TEXT_REC:
         return Task(predictor, "text_rec", max_batch=max_batch)
     return Task(predictor, "batch", max_batch=max_batch, image_hw=_fixed_hw(cfg))
 
