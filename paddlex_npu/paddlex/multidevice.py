@@ -21,6 +21,7 @@ import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .. import envs
+from ..devices import npu_ids
 from ..errors import ConfigError, ExecutorError
 from ..log import logger
 from .adapter import wrap_bound
@@ -37,14 +38,6 @@ def register_executor(factory: Callable[..., Any]) -> None:
     predict_kwargs)`` yielding items with ``ok``, ``results``, ``error``, ``index``, ``input``, and ``close()``."""
     global _factory
     _factory = factory
-
-
-def npu_ids(device: Optional[str]) -> List[int]:
-    """The device ids of an ``npu:a,b,...`` string (empty for any other device)."""
-    kind, _, ids = str(device or "").partition(":")
-    if kind.strip().lower() != "npu":
-        return []
-    return [int(i) for i in ids.split(",") if i.strip().isdigit()]
 
 
 def asks_for_om(use_hpip: Any, hpi_config: Any, engine: Optional[str], engine_config: Any) -> bool:

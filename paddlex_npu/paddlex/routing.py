@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Set, Tuple
 
+from .. import devices
 from ..config import OMBackendConfig, validate
 from ..errors import ConfigError, ModelFileError, NpuDeviceUnavailableError
 from ..log import logger
@@ -29,12 +30,9 @@ def as_dict(cfg: Any) -> Dict[str, Any]:
 
 
 def parse_device(device: Optional[str]) -> Tuple[Optional[str], Optional[int]]:
-    """``"npu:1"`` -> ("npu", 1); ``"npu"`` -> ("npu", None); None -> (None, None)."""
-    if not device:
-        return None, None
-    kind, _, ids = str(device).partition(":")
-    first = ids.split(",")[0].strip()
-    return kind.strip().lower(), int(first) if first.isdigit() else None
+    """``"npu:1"`` -> ("npu", 1); ``"npu"`` -> ("npu", None); None -> (None, None) (:func:`devices.parse_device`)."""
+    parsed = devices.parse_device(device)
+    return parsed.kind, parsed.first
 
 
 def device_of(device: Optional[str], cfg: Mapping[str, Any]) -> Tuple[Optional[str], int]:

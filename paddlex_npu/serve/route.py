@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Union
 import yaml
 
 from .. import errors
+from ..devices import parse_device
 from ..errors import ConfigError
 
 # Until paddlex_npu.errors has its own mapping (``http_status``): inputs are the client's fault, everything else
@@ -24,19 +25,11 @@ def http_status(exc: BaseException) -> int:
 
 
 def parse_devices(device: Optional[str]) -> List[int]:
-    """``npu:0,1`` / ``npu:0`` / ``npu`` / None -> device ids."""
-    if not device:
-        return [0]
-    kind, _, ids = device.partition(":")
-    if kind != "npu":
+    """``npu:0,1`` / ``npu:0`` / ``npu`` / None -> device ids (:func:`paddlex_npu.devices.parse_device`)."""
+    parsed = parse_device(device)
+    if parsed.kind not in (None, "npu"):
         raise ConfigError(f"device {device!r}: serving runs on the NPU route, give npu, npu:0 or npu:0,1")
-    try:
-        out = [int(i) for i in ids.split(",")] if ids else [0]
-    except ValueError:
-        raise ConfigError(f"device {device!r}: device ids are integers, e.g. npu:0,1") from None
-    if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise ConfigError(f"device {device!r}: give distinct ids >= 0, e.g. npu:0,1")
-    return out
+    return list(parsed.ids) or [0]
 
 
 def load_config(pipeline: Union[str, Path, Dict[str, Any]]) -> Dict[str, Any]:

@@ -9,8 +9,9 @@ import weakref
 import numpy as np
 import pytest
 
+from paddlex_npu.devices import npu_ids
 from paddlex_npu.errors import ConfigError
-from paddlex_npu.paddlex.multidevice import asks_for_om, npu_ids, workers_per_device
+from paddlex_npu.paddlex.multidevice import asks_for_om, workers_per_device
 from paddlex_npu.paddlex.pipelines import device_kwargs, portable_result, restore_result
 
 
