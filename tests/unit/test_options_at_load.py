@@ -75,15 +75,15 @@ def test_a_manifest_for_another_onnx_gives_one_warning(package, caplog):
     assert len(warnings) == 1 and "paddlex-npu convert" in warnings[0].getMessage()
 
 
-def test_readme_documents_every_backend_option():
-    """The README's backend_config table names every option the backend accepts (and no other)."""
+def test_the_docs_document_every_backend_option():
+    """docs/backend-options.md's backend_config table names every option the backend accepts (and no other)."""
     import re
     from pathlib import Path
 
     from paddlex_npu.config import OMBackendConfig
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "backend-options.md").read_text(encoding="utf-8")
+    table = page.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
     keys = {k for row in table.splitlines()[2:] for k in re.findall(r"`(\w+)`", row.split("|")[1])}
     assert keys == set(OMBackendConfig.model_fields), keys ^ set(OMBackendConfig.model_fields)
 
