@@ -189,6 +189,37 @@ def test_npu_device_without_om_raises_instead_of_aborting(asset_root):
     assert "hpi_config={'backend': 'om'" in out.stdout and "ALIVE" in out.stdout
 
 
+def test_paddleocr_on_npu_without_hpi_and_without_paddle_says_how_to_take_the_route(asset_root):
+    """PaddleOCR(device="npu:0") with no HPI, where paddlepaddle cannot be imported: the documented
+    NpuDeviceUnavailableError, its fix in its first line, not a ModuleNotFoundError from inside the route."""
+    code = textwrap.dedent(f"""
+        import sys
+
+        sys.modules["paddle"] = None  # this environment has no paddlepaddle: `import paddle` fails
+        import paddlex_npu
+        from paddleocr import PaddleOCR
+
+        try:
+            PaddleOCR(
+                device="npu:0",
+                text_detection_model_name={DET!r},
+                text_detection_model_dir={str(asset_root / "paddle" / DET)!r},
+                text_recognition_model_name="PP-OCRv4_mobile_rec",
+                text_recognition_model_dir={str(asset_root / "paddle" / "PP-OCRv4_mobile_rec")!r},
+                use_doc_orientation_classify=False,
+                use_doc_unwarping=False,
+                use_textline_orientation=False,
+            )
+        except paddlex_npu.NpuDeviceUnavailableError as e:
+            print("RAISED:", str(e).splitlines()[0])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0 and "RAISED:" in out.stdout, out.stderr[-3000:]
+    first = out.stdout.split("RAISED: ", 1)[1].splitlines()[0]
+    assert "but paddlepaddle is not installed: take paddlex-npu's OM route instead" in first
+    assert "enable_hpi=True" in first
+
+
 @pytest.mark.parametrize(
     "device, hpi, where",
     [
