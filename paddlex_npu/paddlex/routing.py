@@ -109,10 +109,11 @@ def default_to_om(model_dir: Any, model_name: Optional[str], device_id: int) -> 
         if held is not None and {"inference.pdmodel", "inference.json"} & set(held):
             build = f"`paddlex-npu convert {model_dir} -o <package> --soc-version <chip>`"
     raise ModelFileError(
+        f"{where}, so it is no OM package for the NPU route: build one with {build} and pass it as model_dir "
+        "(SubModules.<name>.model_dir in a pipeline config).\n"
         f"use_hpip=True on device='npu:{device_id}' with no hpi backend takes paddlex-npu's OM route when the model "
         f"folder is an OM package (inference.yml + inference.om, or its {MANIFEST_NAME} manifest with "
-        f"inference.onnx on the reference runtime), but {where}. Build one with {build} (ATC runs where CANN "
-        "is installed) and pass it as model_dir (SubModules.<name>.model_dir in a pipeline config); or name the "
+        "inference.onnx on the reference runtime); convert runs ATC where CANN is installed. Or name the "
         "backend: hpi_config={'backend': 'om', ...}"
     )
 

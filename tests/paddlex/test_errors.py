@@ -35,10 +35,25 @@ def _copy(asset_root, tmp_path, drop=()):
 
 
 def test_missing_inference_om_on_the_device_runtime(asset_root, tmp_path):
+    """The fixes come first: the CPU runtime without an NPU, ATC on an Ascend machine (the command, after)."""
     folder = _copy(asset_root, tmp_path)
     hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
-    with pytest.raises(ModelFileError, match=rf"{folder} has no inference.om: .*atc --framework=5"):
+    with pytest.raises(ModelFileError) as info:
         _create(folder, hpi)
+    first, detail = str(info.value).split("\n", 1)
+    assert f"{folder} has no inference.om" in first and "set PADDLEX_NPU_RUNTIME=reference" in first
+    assert "build the OM with ATC from its inference.onnx" in first and "atc --framework=5" in detail
+
+
+def test_missing_inference_om_points_at_the_packages_own_atc_script(asset_root, tmp_path):
+    """A package `convert` wrote without ATC carries atc.sh, with its own ranges: that is the fix, not convert."""
+    folder = _copy(asset_root, tmp_path)
+    (folder / "atc.sh").write_text("atc --framework=5 --model=inference.onnx ...\n")
+    hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
+    with pytest.raises(ModelFileError) as info:
+        _create(folder, hpi)
+    first = str(info.value).splitlines()[0]
+    assert first.endswith(f"build the OM with `bash {folder / 'atc.sh'}`.") and "convert" not in first
 
 
 def test_missing_onnx_for_the_reference_runtime(asset_root, tmp_path):
