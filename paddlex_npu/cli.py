@@ -859,7 +859,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     if any(c.needs_route and c.run is args.func for c in COMMANDS):
         _install_route()
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `paddlex-npu assets | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
 
 
 if __name__ == "__main__":

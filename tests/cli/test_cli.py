@@ -109,6 +109,14 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     assert Image.open(tmp_path / "b.png").size[0] > 800
 
 
+def test_assets_piped_into_head_prints_the_folder_and_no_traceback(asset_root):
+    """The documented `ASSETS=$(paddlex-npu assets | head -1)`: head closes the pipe after one line."""
+    cmd = f"{sys.executable} -m paddlex_npu.cli assets | head -1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == str(asset_root), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr
+
+
 def test_benchmark_without_paddlepaddle_skips_that_route_and_keeps_the_others(tmp_path, asset_root):
     """paddle_static needs paddlepaddle: where it cannot be imported, that route is skipped with the reason and
     the figures of the routes that ran are still printed and written."""
