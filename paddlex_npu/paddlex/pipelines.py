@@ -10,7 +10,6 @@ from typing import Any, Dict, List, Optional, Union
 
 from ..errors import ConfigError, ModelFileError
 from .patcher import adapter, install, is_installed, paddlex_version
-from .routing import paddle_installed
 
 MODEL_KEY = "model_dir"
 # engine_config given per engine ({"hpi": {...}, "paddle_static": {...}}) rather than flat
@@ -104,6 +103,8 @@ def cpu_route(pipeline: Union[str, Dict[str, Any]], engine: str) -> Any:
     """The pipeline (or model) on PaddleX's own CPU engine (``onnxruntime``: 3.5+; ``paddle_static``: Paddle
     Inference without oneDNN, which fails on PP-OCR det with paddlepaddle 3.3), or a :class:`ConfigError` saying
     why that route does not apply (this PaddleX, or model folders without the engine's files)."""
+    from .routing import paddle_installed  # routing loads pydantic: not at `import paddlex_npu`
+
     if engine == "paddle_static" and not paddle_installed():
         raise ConfigError(
             "paddle_static runs Paddle Inference, but paddlepaddle is not installed: `pip install paddlepaddle` "
