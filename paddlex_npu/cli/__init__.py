@@ -23,6 +23,7 @@ A new group of commands is a module here with ``COMMANDS`` and ``add_parsers(sub
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -55,4 +56,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 1
     if getattr(args, "needs_route", False):
         install_route()
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `paddlex-npu assets | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +50,34 @@ def _check_readable(path: Path, folder: Path, how: str) -> None:
         )
 
 
-def _atc_hint(folder: Path) -> str:
-    return (
-        f"build it on a machine with CANN with `paddlex-npu convert {folder} -o <package> --soc-version <chip>`, or "
-        f"convert {folder / 'inference.onnx'} yourself, e.g. `atc --framework=5 "
-        f"--model={folder / 'inference.onnx'} --output={folder / MODEL_FILE_PREFIX} "
-        '--soc_version=<your chip, see npu-smi info> --input_shape="x:-1,3,-1,-1"`, or choose the CPU reference '
-        "runtime (PADDLEX_NPU_RUNTIME=reference) to run the folder's inference.onnx instead"
+def _missing_om(folder: Path) -> ModelFileError:
+    """No ``inference.om`` for the device runtime: the two fixes first (the CPU runtime here, ATC on an Ascend
+    machine, with the package's own ``atc.sh`` or recorded ATC command, which carry its ranges), details after."""
+    script, command = folder / "atc.sh", None
+    try:
+        command = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8")).get("atc_command")
+    except (OSError, ValueError, AttributeError):
+        pass
+    if script.is_file():
+        build = f"`bash {script}`"
+        detail = (
+            "atc.sh is the ATC command `paddlex-npu convert` wrote for this package (its chip, ranges or gears); "
+            "it names the OM inference.om."
+        )
+    elif command:
+        build = f"the ATC command this package was converted with (`paddlex-npu inspect {folder}` shows it)"
+        detail = f"Run it in {folder}, then rename the OM ATC writes (inference*.om) to inference.om: {command}"
+    else:
+        build = "ATC from its inference.onnx (command below)"
+        detail = (
+            f"e.g. `atc --framework=5 --model={folder / 'inference.onnx'} --output={folder / MODEL_FILE_PREFIX} "
+            '--soc_version=<your chip, see npu-smi info> --input_shape="x:-1,3,-1,-1"` (dymshape needs Ascend 310P '
+            "or 910), or build a package from the PaddleX model folder with `paddlex-npu convert`."
+        )
+    return ModelFileError(
+        f"model folder {folder} has no inference.om, which runtime 'ais_bench' runs on the NPU: without an NPU, "
+        f"set PADDLEX_NPU_RUNTIME=reference (its inference.onnx then runs on the CPU); on an Ascend machine, build "
+        f"the OM with {build}.\n{detail}"
     )
 
 
@@ -90,6 +112,8 @@ def resolve_om_package(model_dir: Union[str, Path, None], runtime: str) -> OMPac
         )
         check_model_path(om_path, onnx_path)  # what the device refuses for the OM, on the files here
     else:
-        _check_readable(om_path, folder, _atc_hint(folder))
+        if not om_path.is_file():
+            raise _missing_om(folder)
+        _check_readable(om_path, folder, "build it again with ATC")
         check_model_path(om_path)
     return OMPackage(folder, om_path, onnx_path if onnx_path.is_file() else None)

@@ -86,6 +86,8 @@ def _init(original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> No
     self = args[0]
     hpi = (bound.get("use_hpip"), bound.get("hpi_config"), bound.get("device"))
     if mark_route(self, *hpi, bound.get("model_dir"), bound.get("model_name")) is None:
+        if not bound.get("use_hpip") and not routing.paddle_installed():  # PaddleX would fail on `import paddle`
+            routing.refuse_paddle_inference_on_npu(*routing.device_of(bound.get("device"), {}))
         return original(*args, **kwargs)
     kwargs.update(use_hpip=False, hpi_config=None, device=None, pp_option=None)
     original(*args[:3], **kwargs)  # self, model_dir, config; the rest are keyword-only in every 3.x

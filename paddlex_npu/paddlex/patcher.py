@@ -150,3 +150,9 @@ def is_installed() -> bool:
 def patched_attributes() -> List[Tuple[object, str, object, object]]:
     """(owner, name, original, replacement) of each attribute patched now; empty when not installed."""
     return _record.attributes() if _record is not None else []
+
+
+def patched_items() -> List[Tuple[object, object, object, object]]:
+    """(mapping, key, original, replacement) of each registry item set now (the ``om`` engine of PaddleX 3.5+);
+    empty when not installed."""
+    return _record.items() if _record is not None else []

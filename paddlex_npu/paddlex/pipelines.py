@@ -103,6 +103,13 @@ def cpu_route(pipeline: Union[str, Dict[str, Any]], engine: str) -> Any:
     """The pipeline (or model) on PaddleX's own CPU engine (``onnxruntime``: 3.5+; ``paddle_static``: Paddle
     Inference without oneDNN, which fails on PP-OCR det with paddlepaddle 3.3), or a :class:`ConfigError` saying
     why that route does not apply (this PaddleX, or model folders without the engine's files)."""
+    from .routing import paddle_installed  # routing loads pydantic: not at `import paddlex_npu`
+
+    if engine == "paddle_static" and not paddle_installed():
+        raise ConfigError(
+            "paddle_static runs Paddle Inference, but paddlepaddle is not installed: `pip install paddlepaddle` "
+            "(the CPU build) to measure it"
+        )
     config = load_config(pipeline)
     need = CPU_ENGINES[engine]
     missing = [str(d) for d in model_dirs(config) if not all((d / f).is_file() for f in need)]

@@ -18,10 +18,15 @@ class PatchRecord:
     def __init__(self) -> None:
         self._undo: List[Callable[[], bool]] = []
         self._attributes: List[Tuple[Any, str, Any, Any]] = []
+        self._items: List[Tuple[MutableMapping, Any, Any, Any]] = []
 
     def attributes(self) -> List[Tuple[Any, str, Any, Any]]:
         """(owner, name, original, replacement) of every attribute replaced with :meth:`set_attr`."""
         return list(self._attributes)
+
+    def items(self) -> List[Tuple[MutableMapping, Any, Any, Any]]:
+        """(mapping, key, original, replacement) of every item set with :meth:`set_item`."""
+        return list(self._items)
 
     def set_attr(self, owner: Any, name: str, value: Any) -> None:
         original = owner.__dict__.get(name, _MISSING)
@@ -62,6 +67,7 @@ class PatchRecord:
     def set_item(self, mapping: MutableMapping, key: Any, value: Any) -> None:
         original = mapping.get(key, _MISSING)
         mapping[key] = value
+        self._items.append((mapping, key, original, value))
 
         def undo() -> bool:
             if mapping.get(key, _MISSING) is not value:
@@ -85,6 +91,7 @@ class PatchRecord:
         """Undo everything; returns a note for each patch that could not be restored."""
         problems = []
         self._attributes.clear()
+        self._items.clear()
         while self._undo:
             undo = self._undo.pop()
             if not undo():

@@ -107,10 +107,11 @@ def default_to_om(model_dir: Any, model_name: Optional[str], device_id: int) -> 
         if held is not None and {"inference.pdmodel", "inference.json"} & set(held):
             build = f"`paddlex-npu convert {model_dir} -o <package> --soc-version <chip>`"
     raise ModelFileError(
+        f"{where}, so it is no OM package for the NPU route: build one with {build} and pass it as model_dir "
+        "(SubModules.<name>.model_dir in a pipeline config).\n"
         f"use_hpip=True on device='npu:{device_id}' with no hpi backend takes paddlex-npu's OM route when the model "
         f"folder is an OM package (inference.yml + inference.om, or its {MANIFEST_NAME} manifest with "
-        f"inference.onnx on the reference runtime), but {where}. Build one with {build} (ATC runs where CANN "
-        "is installed) and pass it as model_dir (SubModules.<name>.model_dir in a pipeline config); or name the "
+        "inference.onnx on the reference runtime); convert runs ATC where CANN is installed. Or name the "
         "backend: hpi_config={'backend': 'om', ...}"
     )
 
@@ -124,25 +125,41 @@ def _warn_on_device_conflict(device: Optional[str], hpi: Mapping[str, Any]) -> N
         logger.warning("device=%r and hpi_config device_id=%s disagree: device wins (npu:%d)", device, cfg_id, index)
 
 
-def paddle_has_npu() -> bool:
-    import paddle
-
+def paddle_installed() -> bool:
     try:
+        return importlib.util.find_spec("paddle") is not None
+    except (ImportError, ValueError):  # a broken or blocked paddle counts as none
+        return False
+
+
+def paddle_has_npu() -> bool:
+    """Whether paddlepaddle is installed and has the ``npu`` custom device (paddle-custom-npu)."""
+    if not paddle_installed():
+        return False
+    try:
+        import paddle
+
         return "npu" in paddle.device.get_all_custom_device_type()
-    except Exception:  # noqa: BLE001 - any failure means no usable NPU plugin
+    except Exception:  # noqa: BLE001 - any failure (paddle broken or blocked) means no usable NPU plugin
         return False
 
 
 def refuse_paddle_inference_on_npu(device_type: Optional[str], device_id: int) -> None:
-    """Raise if Paddle Inference is about to run on an NPU that this paddlepaddle build cannot use (Paddle
-    would abort the process)."""
+    """Raise if Paddle Inference is about to run on an NPU that this environment cannot use (paddlepaddle
+    missing: PaddleX would fail on ``import paddle``; no NPU custom device: Paddle would abort the process)."""
     if device_type != "npu" or paddle_has_npu():
         return
+    why = (
+        "paddlepaddle is not installed"
+        if not paddle_installed()
+        else "this paddlepaddle build has no 'npu' custom device (paddle-custom-npu is not installed)"
+    )
     raise NpuDeviceUnavailableError(
-        f"device='npu:{device_id}' asks Paddle Inference for an Ascend NPU, but this paddlepaddle build has no "
-        "'npu' custom device (paddle-custom-npu is not installed), and Paddle would abort the process. To run "
-        "the model on the NPU from an OM file, `import paddlex_npu` and pass use_hpip=True, "
-        "hpi_config={'backend': 'om', 'device_type': 'npu', 'device_id': "
-        f"{device_id}}} (or engine='om' on PaddleX 3.5+) with inference.om in the model folder; or install "
-        "paddle-custom-npu; or use device='cpu'"
+        f"device='npu:{device_id}' asks Paddle Inference for an Ascend NPU, but {why}: take paddlex-npu's OM route "
+        "instead (use_hpip=True with OM packages as model folders; PaddleOCR: enable_hpi=True), or use device='cpu'."
+        "\nThe OM route runs inference.om through ais_bench: `import paddlex_npu` and pass use_hpip=True, "
+        f"hpi_config={{'backend': 'om', 'device_type': 'npu', 'device_id': {device_id}}} (or engine='om' on PaddleX "
+        "3.5+) with an OM package as model_dir (`paddlex-npu convert` builds one); without an NPU, "
+        "PADDLEX_NPU_RUNTIME=reference runs it on the CPU. Or install paddle-custom-npu (Ascend 910B) for Paddle "
+        "Inference on the NPU."
     )

@@ -185,12 +185,14 @@ def _cpu_routes(
         route = f"PaddleX {engine} (CPU)"
         try:
             created = cpu_route(pipeline, engine)
-        except ConfigError as exc:
+        except (ConfigError, ImportError) as exc:  # this PaddleX, these folders or this environment lack it
             report.skipped[route] = str(exc)
             progress(route, repeat * len(inputs))
             continue
         try:
             report.routes.append(_in_process(route, engine, created, inputs, repeat, progress))
+        except ImportError as exc:  # a package the engine imports only when it runs: the other figures are kept
+            report.skipped[route] = f"{type(exc).__name__}: {exc}"
         finally:
             _close(created)
 

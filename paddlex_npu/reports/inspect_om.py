@@ -81,9 +81,11 @@ def inspect_path(path: Path) -> str:
             out.append(f"  atc         {man.atc_command}")
         if "inference.onnx" in files and man.onnx_sha256:
             same = mf.sha256(path / "inference.onnx") == man.onnx_sha256
+            # without inference.om the manifest records the ONNX the OM is to be built from (atc.sh), not one built
+            source = "the OM was built from" if "inference.om" in files else "the manifest records (no OM built yet)"
             out.append(
                 f"  {'[✓]' if same else '[x]'} checksum    inference.onnx "
-                f"{'matches' if same else 'does NOT match'} the ONNX the OM was built from"
+                f"{'matches' if same else 'does NOT match'} the ONNX {source}"
             )
     else:
         out.append("  no manifest: the OM is taken as dymshape (or static when nothing varies)")

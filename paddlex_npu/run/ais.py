@@ -44,7 +44,11 @@ def load_session_class() -> type:
                 "shadows Ascend's ais_bench inference package: `pip uninstall ais_bench_benchmark`, then "
                 + INSTALL_HINT
             ) from exc
-        raise RuntimeUnavailableError(f"ais_bench is not importable ({exc}): {INSTALL_HINT}") from exc
+        raise RuntimeUnavailableError(
+            f"ais_bench is not importable ({exc}), so nothing can run on an NPU here: without an NPU, set "
+            "PADDLEX_NPU_RUNTIME=reference (the CPU reference runtime); on an Ascend machine, install Ascend's "
+            f"ais_bench and aclruntime wheels.\nTo {INSTALL_HINT}"
+        ) from exc
     return InferSession
 
 

@@ -23,7 +23,7 @@ from ..errors import ConfigError, DeviceCallError, InputMismatchError, PaddlexNp
 from ..log import logger
 from ..om import manifest as mf
 from ..om.graph import load_graph, output_dims
-from ..om.package import OMPackage, resolve_om_package
+from ..om.package import ONNX_RUNTIMES, OMPackage, resolve_om_package
 from .buffers import OutputSizer, check_gear_budget, memory_budget
 from .dtypes import numpy_dtype
 from .gears import (
@@ -362,11 +362,15 @@ def build_om_runner(
     _check_budget(runner, config)
     if runner.mode == "dymshape" and package.onnx_path is not None and config.custom_sizes is None:
         runner._sizer.seed(seed_output_sizes(package.onnx_path, manifest, runner.output_itemsizes))
+    on_onnx = runtime in ONNX_RUNTIMES and package.onnx_path is not None  # the CPU runs the ONNX, not the OM
+    runs = package.onnx_path.name if on_onnx else package.om_path.name
+    built = ", the ONNX the OM is built from" if on_onnx else ""
     logger.info(
-        "OM runner for %s: %s (%s) on npu:%d via %s (inputs %s)",
+        "OM runner for %s: %s (%s%s) on npu:%d via %s (inputs %s)",
         name,
-        package.om_path.name,
+        runs,
         manifest.mode,
+        built,
         device_id,
         runtime,
         runner.input_names,

@@ -52,7 +52,7 @@ from .reference import InferSession
 #   call) and 4845.8 at batch 16 (3.3018 ms per call of 737,280 elements). The line through both points:
 #   3.842 ms per million elements, 0.469 ms per call.
 # - ch_PP-OCRv3_det, 320.55 images/s at batch 1 (3.1196 ms per call), taken at 3x736x1280 (ICDAR2015's
-#   720x1280 images on the smallest of its 736..1536 gears; the README's exact size is an assumption): with
+#   720x1280 images on the smallest of its 736..1536 gears; the docs' exact size is an assumption): with
 #   the same per-call base, 0.938 ms per million elements. Dense image models (detection, segmentation) take
 #   this rate, every other model the recognition rate (the higher one).
 BASE_MS = 0.469

@@ -109,6 +109,35 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     assert Image.open(tmp_path / "b.png").size[0] > 800
 
 
+def test_assets_piped_into_head_prints_the_folder_and_no_traceback(asset_root):
+    """The documented `ASSETS=$(paddlex-npu assets | head -1)`: head closes the pipe after one line."""
+    cmd = f"{sys.executable} -m paddlex_npu.cli assets | head -1"
+    out = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == str(asset_root), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr
+
+
+def test_benchmark_without_paddlepaddle_skips_that_route_and_keeps_the_others(tmp_path, asset_root):
+    """paddle_static needs paddlepaddle: where it cannot be imported, that route is skipped with the reason and
+    the figures of the routes that ran are still printed and written."""
+    import json
+
+    code = (
+        "import sys; sys.modules['paddle'] = None\n"  # `import paddle` fails in this process
+        "from paddlex_npu.cli import main\n"
+        f"sys.exit(main(['benchmark', '--pages', '1', '--repeat', '1', '--workers', '1', '--engines', 'paddle_static',"
+        f" '--no-progress', '--json', {str(tmp_path / 'b.json')!r}]))"
+    )
+    env = {**os.environ, "PADDLEX_NPU_SIM_STORE": str(tmp_path / "store")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "b.json").read_text())
+    assert [r["route"] for r in figures["routes"]] == ["NPU serial", "NPU executor, 1 worker"]
+    why = figures["skipped"]["PaddleX paddle_static (CPU)"]
+    assert "paddlepaddle is not installed: `pip install paddlepaddle`" in why
+    assert "paddlepaddle is not installed" in out.stdout
+
+
 def test_serve_takes_every_runtime_of_the_route(tmp_path, monkeypatch):
     """``--runtime simulated`` (what ``benchmark --serve`` runs on) reaches the workers' backend_config, which
     takes it; the server itself is not started here."""

@@ -201,6 +201,7 @@ def test_inspect_reports_mode_gears_and_checksum(packages, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "mode        dymdims" in out.stdout and "dymdims gears x:1,3,48,320" in out.stdout
     assert "[✓] checksum" in out.stdout and "soc_version Ascend310B1" in out.stdout
+    assert "matches the ONNX the manifest records (no OM built yet)" in out.stdout  # no ATC here: no inference.om
     tampered = tmp_path / "tampered"
     shutil.copytree(packages / assets.DET, tampered)
     with open(tampered / "inference.onnx", "ab") as f:

@@ -35,10 +35,25 @@ def _copy(asset_root, tmp_path, drop=()):
 
 
 def test_missing_inference_om_on_the_device_runtime(asset_root, tmp_path):
+    """The fixes come first: the CPU runtime without an NPU, ATC on an Ascend machine (the command, after)."""
     folder = _copy(asset_root, tmp_path)
     hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
-    with pytest.raises(ModelFileError, match=rf"{folder} has no inference.om: .*atc --framework=5"):
+    with pytest.raises(ModelFileError) as info:
         _create(folder, hpi)
+    first, detail = str(info.value).split("\n", 1)
+    assert f"{folder} has no inference.om" in first and "set PADDLEX_NPU_RUNTIME=reference" in first
+    assert "build the OM with ATC from its inference.onnx" in first and "atc --framework=5" in detail
+
+
+def test_missing_inference_om_points_at_the_packages_own_atc_script(asset_root, tmp_path):
+    """A package `convert` wrote without ATC carries atc.sh, with its own ranges: that is the fix, not convert."""
+    folder = _copy(asset_root, tmp_path)
+    (folder / "atc.sh").write_text("atc --framework=5 --model=inference.onnx ...\n")
+    hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
+    with pytest.raises(ModelFileError) as info:
+        _create(folder, hpi)
+    first = str(info.value).splitlines()[0]
+    assert first.endswith(f"build the OM with `bash {folder / 'atc.sh'}`.") and "convert" not in first
 
 
 def test_missing_onnx_for_the_reference_runtime(asset_root, tmp_path):
@@ -64,9 +79,11 @@ def test_ais_bench_not_installed(asset_root, tmp_path):
     folder = _copy(asset_root, tmp_path)
     (folder / "inference.om").write_bytes(b"OM placeholder")  # the folder is complete; the runtime is not
     hpi = {**NPU_HPI, "backend_config": {"runtime": "ais_bench"}}
-    expected = "ais_bench is not importable.*aclruntime.*PADDLEX_NPU_RUNTIME=reference"
-    with pytest.raises(RuntimeUnavailableError, match=expected):
+    with pytest.raises(RuntimeUnavailableError) as info:
         _create(folder, hpi)
+    first, detail = str(info.value).split("\n", 1)  # both fixes in the first line, the install steps after
+    assert "ais_bench is not importable" in first and "set PADDLEX_NPU_RUNTIME=reference" in first
+    assert "ais_bench and aclruntime wheels" in first and "pip install aclruntime-" in detail
 
 
 def test_default_runtime_is_the_device_not_a_silent_fallback(asset_root, tmp_path, monkeypatch):
@@ -205,6 +222,37 @@ def test_npu_device_without_om_raises_instead_of_aborting(asset_root):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "RAISED: device='npu:0' asks Paddle Inference for an Ascend NPU" in out.stdout
     assert "hpi_config={'backend': 'om'" in out.stdout and "ALIVE" in out.stdout
+
+
+def test_paddleocr_on_npu_without_hpi_and_without_paddle_says_how_to_take_the_route(asset_root):
+    """PaddleOCR(device="npu:0") with no HPI, where paddlepaddle cannot be imported: the documented
+    NpuDeviceUnavailableError, its fix in its first line, not a ModuleNotFoundError from inside the route."""
+    code = textwrap.dedent(f"""
+        import sys
+
+        sys.modules["paddle"] = None  # this environment has no paddlepaddle: `import paddle` fails
+        import paddlex_npu
+        from paddleocr import PaddleOCR
+
+        try:
+            PaddleOCR(
+                device="npu:0",
+                text_detection_model_name={DET!r},
+                text_detection_model_dir={str(asset_root / "paddle" / DET)!r},
+                text_recognition_model_name="PP-OCRv4_mobile_rec",
+                text_recognition_model_dir={str(asset_root / "paddle" / "PP-OCRv4_mobile_rec")!r},
+                use_doc_orientation_classify=False,
+                use_doc_unwarping=False,
+                use_textline_orientation=False,
+            )
+        except paddlex_npu.NpuDeviceUnavailableError as e:
+            print("RAISED:", str(e).splitlines()[0])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0 and "RAISED:" in out.stdout, out.stderr[-3000:]
+    first = out.stdout.split("RAISED: ", 1)[1].splitlines()[0]
+    assert "but paddlepaddle is not installed: take paddlex-npu's OM route instead" in first
+    assert "enable_hpi=True" in first
 
 
 @pytest.mark.parametrize(

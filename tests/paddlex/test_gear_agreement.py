@@ -4,7 +4,7 @@
   enough gears): no padding happens, so texts and boxes are identical.
 - The fixed grids of tests/helpers.py (det H/W, rec N x W): padding happens. Boxes stay within 2 px (detection
   pads with the image's edge, outputs are cut back exactly); texts are identical apart from spaces, which the
-  v4 Chinese rec model reads from attention over the whole (padded) width; see README "Gears and dymshape".
+  v4 Chinese rec model reads from attention over the whole (padded) width; see docs/shape-modes.md "Gears and dymshape".
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ width in the rec models' SVTR neck), so gears match dymshape exactly only where 
 (what ``DetResizeForTest`` makes of every page above the limit: those pages' boxes are identical) and recognition
 widths at most 6% apart: PP-OCRv5 mobile rec then reads the eight pages exactly as dymshape, spaces included. At
 the default 8 gears look-alike glyphs of the pages' numbers (``1``/``l``, ``0``/``o``) flip on some pages, as they do
-under PaddleX's own batching (README "Gears and dymshape"); the bundled PP-OCRv4 rec (PaddleOCR's Chinese model)
-reads the spaces between Latin words from attention over the padded width, so its texts are compared without
-spaces.
+under PaddleX's own batching (docs/shape-modes.md "Gears and dymshape"); the bundled PP-OCRv4 rec (PaddleOCR's
+Chinese model) reads the spaces between Latin words from attention over the padded width, so its texts are compared
+without spaces.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _compare_eight(
 @pytest.mark.parametrize("max_gears", [64, 8])
 def test_gears_planned_from_two_pages_read_eight_others_like_dymshape(asset_root, samples, pages, tmp_path, max_gears):
     """PP-OCRv5 rec. 64 gears planned per model: the texts of dymshape exactly, spaces included. The default 8:
-    the same but for look-alike glyphs of the pages' numbers (figures printed for the README's table)."""
+    the same but for look-alike glyphs of the pages' numbers (figures printed for the table of docs/shape-modes.md)."""
     root, notes = _plan(asset_root, samples, tmp_path, assets.REC_V5, max_gears=max_gears)
     det_note = "59 of the 59 shapes with a long side of 960" if max_gears == 64 else "gives all)"
     assert any(det_note in n for n in notes), notes

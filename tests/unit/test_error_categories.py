@@ -36,7 +36,7 @@ def test_every_error_has_a_category_and_a_status(cls, category, status):
 
 
 def test_every_error_is_importable_from_the_package():
-    """What the README's error tables name, a user imports from ``paddlex_npu`` (the one error module)."""
+    """What docs/errors.md names, a user imports from ``paddlex_npu`` (the one error module)."""
     names = [n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, errors.PaddlexNpuError)]
     assert "InputShapeError" in names and InputShapeError is errors.InputShapeError
     missing = [n for n in names if getattr(paddlex_npu, n, None) is not getattr(errors, n)]

@@ -75,15 +75,27 @@ def test_a_manifest_for_another_onnx_gives_one_warning(package, caplog):
     assert len(warnings) == 1 and "paddlex-npu convert" in warnings[0].getMessage()
 
 
-def test_readme_documents_every_backend_option():
-    """The README's backend_config table names every option the backend accepts (and no other)."""
+def test_the_load_line_names_the_file_that_runs(package, caplog):
+    """On the CPU runtimes the log names inference.onnx (no OM need exist), not inference.om."""
+    with caplog.at_level(logging.INFO, logger="paddlex_npu"):
+        build_om_runner(package, runtime="reference", device_id=0, config=OMBackendConfig())
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("OM runner for")]
+    assert (
+        len(lines) == 1
+        and ": inference.onnx (dymshape, the ONNX the OM is built from) on npu:0 via reference" in lines[0]
+    )
+    assert not (package / "inference.om").exists()
+
+
+def test_the_docs_document_every_backend_option():
+    """docs/backend-options.md's backend_config table names every option the backend accepts (and no other)."""
     import re
     from pathlib import Path
 
     from paddlex_npu.config import OMBackendConfig
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "backend-options.md").read_text(encoding="utf-8")
+    table = page.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
     keys = {k for row in table.splitlines()[2:] for k in re.findall(r"`(\w+)`", row.split("|")[1])}
     assert keys == set(OMBackendConfig.model_fields), keys ^ set(OMBackendConfig.model_fields)
 

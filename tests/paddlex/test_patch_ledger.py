@@ -1,0 +1,83 @@
+"""The patch ledger (docs/patch-ledger.md) names exactly what the patcher's record says it patched, on this PaddleX.
+
+The route is installed in a fresh interpreter (PaddleX, ``paddlex.model`` and PaddleOCR imported first, so every
+alias of ``create_predictor`` is loaded), and what the record holds is compared with the ledger's rows for the
+installed PaddleX version: an entry patched but not in the ledger, or in the ledger but not patched, fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Set
+
+from packaging.version import Version
+
+LEDGER = Path(__file__).resolve().parents[2] / "docs" / "patch-ledger.md"
+
+PROBE = r"""
+import json, sys
+import paddlex, paddlex.model
+try:
+    import paddleocr
+except ImportError:
+    pass
+import paddlex_npu
+from paddlex_npu.paddlex import patcher
+
+def name_of(owner):
+    if isinstance(owner, type):
+        return f"{owner.__module__}.{owner.__qualname__}"
+    return owner.__name__
+
+def bindings():
+    try:
+        from paddlex.inference.models.bindings import default_registry
+    except ImportError:
+        return set()
+    return {(m, e) for m, engines in default_registry._registry.items() for e in engines}
+
+before = bindings()
+paddlex_npu.install()
+keys = [f"{name_of(owner)}.{name}" for owner, name, _, _ in patcher.patched_attributes()]
+for mapping, key, _, _ in patcher.patched_items():
+    from paddlex.inference.models.engines import InferenceEngine
+    assert mapping is InferenceEngine.all(), mapping
+    keys.append(f"paddlex.inference.models.engines.InferenceEngine.all()[{key!r}]")
+added = {e for _, e in bindings() - before}
+keys += [f"paddlex.inference.models.bindings.default_registry._registry[*][{e!r}]" for e in sorted(added)]
+print(json.dumps({"paddlex": paddlex.__version__, "patched": keys}))
+"""
+
+
+def _applies(versions: str, installed: Version) -> bool:
+    """Whether a ledger row's PaddleX column ("3.5-3.7", "3.7") covers the installed version (by minor)."""
+    low, _, high = versions.strip().partition("-")
+    minor = Version(f"{installed.major}.{installed.minor}")
+    return Version(low) <= minor <= Version(high or low)
+
+
+def _ledger(installed: Version) -> Set[str]:
+    table = LEDGER.read_text(encoding="utf-8").split("| patched | PaddleX | why | retired by |", 1)[1]
+    rows = [line for line in table.split("\n\n", 1)[0].splitlines()[2:] if line.startswith("|")]
+    names: Set[str] = set()
+    for row in rows:
+        cells = row.split(" | ")
+        if _applies(cells[1], installed):
+            names |= {n for n in re.findall(r"`([^`]+)`", cells[0].lstrip("| ")) if "." in n}
+    return names
+
+
+def test_the_patch_ledger_lists_exactly_what_the_patcher_records():
+    env = {**os.environ, "PADDLEX_NPU_AUTO_INSTALL": "0", "PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK": "True"}
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    probe = json.loads(out.stdout.strip().splitlines()[-1])
+    patched, listed = set(probe["patched"]), _ledger(Version(probe["paddlex"]))
+    assert patched, "the patcher recorded nothing"
+    assert not patched - listed, f"patched but missing from {LEDGER.name}: {sorted(patched - listed)}"
+    assert not listed - patched, f"in {LEDGER.name} but not patched on PaddleX {probe['paddlex']}: {listed - patched}"
