@@ -9,7 +9,7 @@ paddlex-npu inspect PATH      what an OM package or ONNX holds
 paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
 paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
-paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
+paddlex-npu selftest [--om-root DIR] [--json FILE] [--runtime ais_bench|reference]   the acceptance run
 paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
@@ -299,7 +299,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     from .tools.selftest import PASS, run_selftest
 
     try:
-        report = run_selftest(args.om_root, args.device_id)
+        report = run_selftest(args.om_root, args.device_id, args.runtime)
     except PaddlexNpuError as exc:
         return _fail("selftest", exc)
     for c in report.checks:
@@ -308,7 +308,8 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         Path(args.json).write_text(report.to_json(), encoding="utf-8")
         print(f"report: {args.json}")
     if report.ok:
-        print("\nselftest passed: the route on this NPU agrees with the reference runtime.")
+        where = "on the CPU reference runtime" if args.runtime == "reference" else "on this NPU"
+        print(f"\nselftest passed: the route {where} agrees with the reference.")
         return 0
     unverified = [c.name for c in report.checks if c.status != PASS]
     print(f"\nselftest NOT passed: {len(unverified)} check(s) failed or could not run here ({', '.join(unverified)})")
@@ -322,7 +323,18 @@ def _selftest_args(p: argparse.ArgumentParser) -> None:
         help="folder holding the OM packages in subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
     )
     p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
-    p.add_argument("--device-id", type=int, default=0, help="NPU id (default 0)")
+    p.add_argument(
+        "--device-id",
+        type=int,
+        default=0,
+        help="logical NPU id, counted after ASCEND_RT_VISIBLE_DEVICES (default 0)",
+    )
+    p.add_argument(
+        "--runtime",
+        default="ais_bench",
+        choices=("ais_bench", "reference"),
+        help="ais_bench: the NPU (default); reference: the same checks on the CPU against packages built by convert",
+    )
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
