@@ -1,5 +1,6 @@
-"""The selftest's comparison of a manifest with what ACL reports, against a fake pyACL written from the CANN pyACL
-reference (tests/fake_pyacl.py); the same code runs on the CPU against packages (tests/cli/test_selftest_reference.py)."""
+"""The selftest's comparison of a manifest with what ACL reports, against a fake pyACL written from the CANN
+pyACL reference (tests/fake_pyacl.py); the same code runs on the CPU against convert's packages
+(tests/cli/test_selftest_reference.py)."""
 
 from __future__ import annotations
 
