@@ -26,7 +26,8 @@ for a in "$@"; do case "$a" in --output=*) touch "${{a#--output=}}_linux_x86_64.
 NEW = {"v2_help": 'echo "  --precision_mode_v2  precision (v2)";', "v2_refuse": ""}
 OLD = {
     "v2_help": "",
-    "v2_refuse": 'for a in "$@"; do case "$a" in --precision_mode_v2*) echo "unknown option $a" >&2; exit 1;; esac; done',
+    "v2_refuse": 'for a in "$@"; do case "$a" in --precision_mode_v2*) echo "unknown option $a" >&2; exit 1;; '
+    "esac; done",
 }
 MAN = mf.parse({"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, 3, -1, -1]}]}, "test")
 
