@@ -18,12 +18,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import logging
 import sys
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
-from ..errors import RuntimeUnavailableError
+from ..errors import NpuDeviceUnavailableError, RuntimeUnavailableError
 from ..log import logger
+from .device_ids import check_device_id, device_hint
 
 INSTALL_HINT = (
     "install Ascend's ais_bench and aclruntime wheels for your CANN and Python "
@@ -34,10 +36,26 @@ INSTALL_HINT = (
 )
 
 
+@contextlib.contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """Undo what an import does to the root logger: ais_bench's modules call ``logging.basicConfig(stream=sys.stdout,
+    level=INFO)`` when imported (``infer/common/logger.py``, ``utils.py``, ``path_security_check.py``), which would
+    make every server and worker process print every library's INFO records on stdout."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def load_session_class() -> type:
     """``ais_bench.infer.interface.InferSession`` or a :class:`RuntimeUnavailableError` that says why."""
     try:
-        from ais_bench.infer.interface import InferSession
+        with root_logging_kept():
+            from ais_bench.infer.interface import InferSession
     except ImportError as exc:
         spec = importlib.util.find_spec("ais_bench")
         if spec is not None and importlib.util.find_spec("ais_bench.benchmark") is not None:
@@ -53,7 +71,8 @@ def load_session_class() -> type:
 def reset_memory_summary() -> None:
     """Clear ais_bench's ``MemorySummary`` (H2D/D2H copy times, appended per copy), where this ais_bench has it."""
     try:
-        from ais_bench.infer.interface import MemorySummary
+        with root_logging_kept():
+            from ais_bench.infer.interface import MemorySummary
     except ImportError:
         return
     reset = getattr(MemorySummary, "reset", None)
@@ -239,9 +258,17 @@ def _infers_gear_modes(session: Any) -> bool:
 def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = None, **options: Any) -> AisSession:
     """Build the session inside the context guard; note whether it borrowed another library's context."""
     session_cls = load_session_class()
+    check_device_id(device_id)
     borrowed = PROCESS.opening(device_id, acl_json_path)
     with keep_acl_context():
-        raw = session_cls(device_id, om_path, acl_json_path=acl_json_path, **options)
+        try:
+            raw = session_cls(device_id, om_path, acl_json_path=acl_json_path, **options)
+        except RuntimeError as exc:  # ais_bench says only "[-1][ACL: general failure]"; the detail is on stdout
+            raise NpuDeviceUnavailableError(
+                f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip() or type(exc).__name__}; "
+                f"ais_bench's log above says more): {device_hint(device_id)}. With the right device, check that the "
+                "OM was built for this chip (`npu-smi info -m`) and that `npu-smi info` shows the chip healthy"
+            ) from exc
         context = current_context()
     if borrowed:
         logger.warning(

@@ -560,19 +560,37 @@ def _make_work(out_dir: Path) -> Path:
         raise ConvertError(f"cannot write the package under {parent} ({exc}): choose a writable -o") from exc
 
 
+def resolve_soc_version(soc: Optional[str]) -> str:
+    """``soc``, or this machine's chip (``acl.get_soc_name()``) when none is given; without either, say how."""
+    if soc:
+        return soc
+    from ..run.device_ids import soc_name
+
+    found = soc_name()
+    if not found:
+        raise ConfigError(
+            "no --soc-version given and no chip to read it from here (pyACL's acl.get_soc_name() needs CANN's "
+            "set_env.sh and an Ascend chip): give the chip the OM is for, e.g. --soc-version Ascend310P3 (`npu-smi "
+            "info -m` shows the Chip Name on the target machine)"
+        )
+    return found
+
+
 def convert(
     model_dir: Path,
     out_dir: Path,
-    soc: str,
+    soc: Optional[str],
     mode: str = "dymshape",
     *,
     overwrite: bool = False,
     run: Optional[bool] = None,
     **options: Any,
 ) -> ConvertResult:
-    """Build the OM package in ``out_dir``. ``run``: run ATC (default: when it is on PATH).
+    """Build the OM package in ``out_dir`` for the chip ``soc`` (None: this machine's, ``acl.get_soc_name()``).
+    ``run``: run ATC (default: when it is on PATH).
     ``--overwrite`` replaces only an existing package (a folder with ``inference.om.json``)."""
     model_dir, out_dir = Path(model_dir), Path(out_dir)
+    soc = resolve_soc_version(soc)
     check_options(soc, mode, **options)
     _check_output(model_dir, out_dir, overwrite)
     work = _make_work(out_dir)

@@ -27,11 +27,11 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import ConfigError
+from ..run.device_ids import VISIBLE_ENV, device_hint, soc_matches
 from ..version import __version__
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 RUNTIMES = ("ais_bench", "reference")
-VISIBLE_ENV = "ASCEND_RT_VISIBLE_DEVICES"
 MODELS = ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec")
 TASKS = {"PP-OCRv4_mobile_det": "TextDetPredictor", "PP-OCRv4_mobile_rec": "TextRecPredictor"}
 LAYOUT = (
@@ -86,21 +86,6 @@ def _pyacl(acl: Any = None) -> Tuple[Check, Any]:
         why = f"`import acl` fails ({exc}): source CANN's set_env.sh (it puts pyACL on PYTHONPATH)"
         return Check("pyACL", FAIL, f"{why}; without it the manifests cannot be checked against ACL"), None
     return Check("pyACL", PASS, f"acl importable ({getattr(acl, '__file__', 'built in')})"), acl
-
-
-def device_hint(device_id: int) -> str:
-    """Why a device id may not exist here: ids are logical, counted after ``ASCEND_RT_VISIBLE_DEVICES``."""
-    visible = os.environ.get(VISIBLE_ENV)
-    if visible is None:
-        return (
-            f"device {device_id} is a logical id (0 .. number of chips - 1, `npu-smi info -m` Chip Logic ID); "
-            f"{VISIBLE_ENV} is not set"
-        )
-    count = len([v for v in visible.split(",") if v.strip()])
-    return (
-        f"device ids are logical, counted after {VISIBLE_ENV}={visible!r}, which makes {count} chip(s) visible "
-        f"(ids 0..{count - 1}): use --device-id 0..{count - 1}, or widen {VISIBLE_ENV}"
-    )
 
 
 def _package(om_root: Optional[Path], model: str, runtime: str = "ais_bench") -> Check:
@@ -255,12 +240,6 @@ def _compare_ranges(name: str, man: Any, acl: Any, desc: Any) -> Check:
         return Check(name, FAIL, "dymshape ranges differ from the manifest: " + "; ".join(problems), data)
     note = f"; {len(unbounded)} unbounded or unchecked dim(s) recorded as ACL reports them" if unbounded else ""
     return Check(name, PASS, f"dymshape ranges agree with ACL ({call}){note}", data)
-
-
-def soc_matches(built_for: str, device: str) -> bool:
-    """An OM runs on the chip it was built for; a vNPU (``Ascend310P3vir02``) is its chip (``Ascend310P3``)."""
-    strip = lambda soc: soc.split("vir", 1)[0]  # noqa: E731
-    return bool(built_for) and strip(built_for) == strip(device)
 
 
 def _manifest_vs_acl(acl: Any, om_root: Path, model: str, device_id: int) -> Check:
