@@ -103,3 +103,19 @@ def test_real_chip_names_are_accepted(soc):
 def test_names_no_atc_documents_are_refused(soc):
     with pytest.raises(ConfigError, match="is not an Ascend chip ATC builds for"):
         check_soc_version(soc)
+
+
+def test_dymhw_with_two_image_inputs_as_atc_takes_it():
+    """ais_bench's test/get_add_model_data.sh builds add_model_dymhw from two 1,3,-1,-1 inputs with
+    --dynamic_image_size=32,32;64,64: the same gear applies to both."""
+    from paddlex_npu.om.atc import gear_mode_for
+
+    shapes = [[1, 3, -1, -1], [1, 3, -1, -1]]
+    assert gear_mode_for(shapes, ["NCHW", "NCHW"]) == "dymhw"
+    inputs = [{"name": n, "shape": s} for n, s in zip(("input1", "input2"), shapes)]
+    man = mf.parse({"mode": "dymhw", "inputs": inputs, "gears": [[32, 32], [64, 64]]}, "test")
+    assert man.gear_shapes()[1] == [[1, 3, 64, 64], [1, 3, 64, 64]]
+    command = " ".join(atc_args(Path("m.onnx"), Path("out"), "Ascend310P3", man, "fp16"))
+    assert "--input_shape=input1:1,3,-1,-1;input2:1,3,-1,-1 --dynamic_image_size=32,32;64,64" in command
+    with pytest.raises(ConfigError, match="dymhw needs NCHW inputs with -1 at H and W and no other -1 dims"):
+        mf.parse({"mode": "dymhw", "inputs": [{"name": "x", "shape": [-1, 3, -1, -1]}], "gears": [[1, 2], [3, 4]]}, "t")
