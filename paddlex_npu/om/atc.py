@@ -72,7 +72,9 @@ def atc_has_precision_mode_v2(atc: str = "atc", timeout: float = 60.0) -> bool:
 
 # atc.sh: the same probe in the shell, where the package is built later on a machine with CANN.
 PRECISION_PROBE_SH = """# --precision_mode_v2 exists from CANN 7.0 on; older ATC refuses it and takes --precision_mode
-if atc --help 2>&1 | grep -q -- --precision_mode_v2; then PRECISION=({v2}); else PRECISION=({v1}); fi
+probe=$(mktemp -d)  # atc writes into its working folder: ask it elsewhere
+if (cd "$probe" && atc --help 2>&1) | grep -q -- --precision_mode_v2; then PRECISION=({v2}); else PRECISION=({v1}); fi
+rm -rf "$probe"
 """
 
 
