@@ -12,9 +12,9 @@ from typing import Any, List, Optional
 class FakeAcl:
     """``acl.rt.get_context`` / ``set_context`` on one thread; ``foreign``: a context another library made."""
 
-    def __init__(self, foreign: Optional[str] = None) -> None:
+    def __init__(self, foreign: Optional[str] = None, initialised: bool = False) -> None:
         self.current = foreign
-        self.initialised = foreign is not None
+        self.initialised = foreign is not None or initialised  # aclInit already called by another library
         self.contexts: List[str] = [foreign] if foreign else []
         self.destroyed: List[str] = []
         self.set_calls: List[str] = []
@@ -41,8 +41,11 @@ def session_class(acl: FakeAcl, *, new_api: bool = True) -> type:
         def __init__(self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False) -> None:
             self.calls: List[tuple] = []
             self.freed = False
+            self.exec_time_list: List[float] = []  # the C++ execTimeList, one entry per execution
             if acl.initialised and device_id not in FakeInferSession.devices:
-                self.context = acl.current  # borrowed (aclrtGetCurrentContext)
+                # DeviceManager.cpp: aclInit said "repeat initialize", so the first context of the device is
+                # aclrtGetCurrentContext after aclrtSetDevice: the thread's, else the device's default context
+                self.context = acl.current or f"default-ctx-{device_id}"
             else:
                 self.context = f"ais-ctx-{len(acl.contexts)}"
                 acl.contexts.append(self.context)
@@ -68,11 +71,15 @@ def session_class(acl: FakeAcl, *, new_api: bool = True) -> type:
             acl.destroyed.append(self.context)
             self.freed = True
 
+        def reset_summaryinfo(self) -> None:  # interface.py: ``self.session.reset_sumaryinfo()``
+            self.exec_time_list.clear()
+
         if new_api:
 
             def infer(self, feeds, mode="static", custom_sizes=100000, out_array=True):
                 acl.current = self.context
                 self.calls.append(("infer", mode))
+                self.exec_time_list.append(1.0)
                 return list(feeds)
 
         else:

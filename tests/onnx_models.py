@@ -79,3 +79,19 @@ def nonzero_model(path: Path) -> Path:
     one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
     nodes = [helper.make_node("NonZero", ["x"], ["idx"]), helper.make_node("Add", ["x", "one"], ["y"])]
     return _save(helper.make_graph(nodes, "nonzero", [x], [idx, y], [one]), path)
+
+
+def add_model(path: Path) -> Path:
+    """ais_bench's own test model (``test/generate_add_model.py``): ``input1`` + ``input2`` -> ``output``, all float32
+    [N,3,H,W] (upstream writes the dynamic dims as -1; symbolic names here, which ONNX Runtime reads the same)."""
+    shape = ["N", 3, "H", "W"]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("input1", "input2")]
+    output = helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)
+    node = helper.make_node("Add", ["input1", "input2"], ["output"], name="add1")
+    model = helper.make_model(
+        helper.make_graph([node], "test-add-model", inputs, [output]), opset_imports=[helper.make_opsetid("", 11)]
+    )
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path

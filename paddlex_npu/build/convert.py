@@ -29,7 +29,16 @@ import yaml
 from ..errors import ConfigError, ConvertError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
-from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
+from ..om.atc import (
+    atc_args,
+    atc_has_precision_mode_v2,
+    check_precision,
+    check_soc_version,
+    gear_mode_for,
+    parse_gears,
+    parse_input_shape,
+    precision_probe_sh,
+)
 from ..om.graph import data_dependent_outputs
 from . import export_env as xenv
 from .export import (
@@ -104,6 +113,7 @@ def check_options(
         raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
     if precision not in PRECISIONS:
         raise ConfigError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    check_precision(soc, precision)
     if max_batch < 1:
         raise ConfigError(f"--max-batch {max_batch}: the largest batch the OM takes must be 1 or more")
     if max_side is not None and max_side < 32:
@@ -423,11 +433,15 @@ def _planned_gears(
 
 
 def run_atc(args: List[str], log: Path) -> None:
-    """Run ATC, streaming its output with a progress line; raise with the log's tail on failure."""
+    """Run ATC, streaming its output with a progress line; raise with the log's tail on failure. ATC runs in a
+    throwaway folder of its own (it writes ``kernel_meta/``, ``fusion_result.json`` and logs into its working
+    directory), never the caller's, which may be read-only or shared; ``args`` name absolute paths."""
     from tqdm import tqdm
 
-    with open(log, "w") as f, tqdm(desc="atc", unit=" lines", leave=False) as bar:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(log, "w") as f, tqdm(desc="atc", unit=" lines", leave=False) as bar, tempfile.TemporaryDirectory(
+        prefix="paddlex-npu-atc-"
+    ) as cwd:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
         assert proc.stdout is not None
         for line in proc.stdout:
             f.write(line)
@@ -466,10 +480,11 @@ rm -rf .previous-om
 """
 
 
-def _atc_script(args: List[str]) -> str:
+def _atc_script(args: List[str], precision: str) -> str:
     """``atc.sh``: run ATC in the package folder, then name its OM inference.om. An older OM is set aside
-    first (so that it cannot hide the new one) and put back if the build fails."""
-    return ATC_SH_HEAD + shlex.join(args) + "\n" + ATC_SH_TAIL
+    first (so that it cannot hide the new one) and put back if the build fails. The precision option is chosen
+    by probing the ATC found when the script runs (``--precision_mode_v2`` or the older ``--precision_mode``)."""
+    return ATC_SH_HEAD + precision_probe_sh(precision) + shlex.join(args) + ' "${PRECISION[@]}"\n' + ATC_SH_TAIL
 
 
 def _name_the_om(work: Path, log: Path) -> None:
@@ -489,17 +504,19 @@ def _name_the_om(work: Path, log: Path) -> None:
 def _write_package(conv: Conversion, work: Path, out_dir: Path, soc: str, run: bool) -> str:
     """ATC (or atc.sh) and the manifest in ``work``; returns the ATC command as it reads in ``out_dir``."""
 
-    def args_in(folder: Path) -> List[str]:  # the same command, for the package's final or working folder
-        return atc_args(
-            folder / "inference.onnx", folder / "inference", soc, conv.manifest, conv.manifest.precision or "fp16"
-        )
+    precision = conv.manifest.precision or "fp16"
+    v2 = atc_has_precision_mode_v2() if run else True
+
+    def args_in(folder: Path, with_precision: bool = True) -> List[str]:  # the package's final or working folder
+        prec = precision if with_precision else None
+        return atc_args(folder / "inference.onnx", folder / "inference", soc, conv.manifest, prec, v2)
 
     command = shlex.join(args_in(out_dir))
     if run:
-        run_atc(args_in(work), work / "atc.log")
+        run_atc(args_in(work.resolve()), work / "atc.log")
         _name_the_om(work, work / "atc.log")
     else:
-        (work / "atc.sh").write_text(_atc_script(args_in(Path("."))))
+        (work / "atc.sh").write_text(_atc_script(args_in(Path("."), with_precision=False), precision))
         (work / "atc.sh").chmod(0o755)
     conv.manifest.model_copy(update={"atc_command": command}).save(work / mf.MANIFEST_NAME)
     return command
@@ -542,19 +559,37 @@ def _make_work(out_dir: Path) -> Path:
         raise ConvertError(f"cannot write the package under {parent} ({exc}): choose a writable -o") from exc
 
 
+def resolve_soc_version(soc: Optional[str]) -> str:
+    """``soc``, or this machine's chip (``acl.get_soc_name()``) when none is given; without either, say how."""
+    if soc:
+        return soc
+    from ..run.device_ids import soc_name
+
+    found = soc_name()
+    if not found:
+        raise ConfigError(
+            "no --soc-version given and no chip to read it from here (pyACL's acl.get_soc_name() needs CANN's "
+            "set_env.sh and an Ascend chip): give the chip the OM is for, e.g. --soc-version Ascend310P3 (`npu-smi "
+            "info -m` shows the Chip Name on the target machine)"
+        )
+    return found
+
+
 def convert(
     model_dir: Path,
     out_dir: Path,
-    soc: str,
+    soc: Optional[str],
     mode: str = "dymshape",
     *,
     overwrite: bool = False,
     run: Optional[bool] = None,
     **options: Any,
 ) -> ConvertResult:
-    """Build the OM package in ``out_dir``. ``run``: run ATC (default: when it is on PATH).
+    """Build the OM package in ``out_dir`` for the chip ``soc`` (None: this machine's, ``acl.get_soc_name()``).
+    ``run``: run ATC (default: when it is on PATH).
     ``--overwrite`` replaces only an existing package (a folder with ``inference.om.json``)."""
     model_dir, out_dir = Path(model_dir), Path(out_dir)
+    soc = resolve_soc_version(soc)
     check_options(soc, mode, **options)
     _check_output(model_dir, out_dir, overwrite)
     work = _make_work(out_dir)

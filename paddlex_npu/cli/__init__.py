@@ -10,7 +10,7 @@ paddlex-npu inspect PATH      what an OM package or ONNX holds
 paddlex-npu doctor            what this machine lacks for the NPU route, and the fixes
 paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
-paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
+paddlex-npu selftest [--om-root DIR] [--json FILE] [--runtime ais_bench|reference]   the acceptance run
 paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
 paddlex-npu serve-bench       load on real servers over loopback HTTP (alias: benchmark --serve)
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route

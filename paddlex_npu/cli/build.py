@@ -63,7 +63,10 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         "model_dir", type=Path, help="PaddleX model folder: inference.yml + inference.onnx, .pdmodel or .json (PIR)"
     )
     p.add_argument("-o", "--output", type=Path, required=True, help="folder for the OM package")
-    p.add_argument("--soc-version", required=True, help="ATC --soc_version, e.g. Ascend310P3 (see npu-smi info)")
+    p.add_argument(
+        "--soc-version",
+        help="ATC --soc_version, e.g. Ascend310P3 (default: this machine's chip, acl.get_soc_name())",
+    )
     p.add_argument(
         "--mode",
         default="dymshape",

@@ -55,7 +55,7 @@ def run_selftest(args: argparse.Namespace) -> int:
     from ..reports.selftest import run_selftest as selftest
 
     try:
-        report = selftest(args.om_root, args.device_id)
+        report = selftest(args.om_root, args.device_id, args.runtime)
     except PaddlexNpuError as exc:
         return fail("selftest", exc)
     for c in report.checks:
@@ -64,7 +64,8 @@ def run_selftest(args: argparse.Namespace) -> int:
         Path(args.json).write_text(report.to_json(), encoding="utf-8")
         print(f"report: {args.json}")
     if report.ok:
-        print("\nselftest passed: the route on this NPU agrees with the reference runtime.")
+        where = "on the CPU reference runtime" if args.runtime == "reference" else "on this NPU"
+        print(f"\nselftest passed: the route {where} agrees with the reference.")
         return 0
     unverified = [c.name for c in report.checks if c.status != PASS]
     print(f"\nselftest NOT passed: {len(unverified)} check(s) failed or could not run here ({', '.join(unverified)})")
@@ -78,7 +79,18 @@ def selftest_args(p: argparse.ArgumentParser) -> None:
         help="folder holding the OM packages in subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
     )
     p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
-    p.add_argument("--device-id", type=int, default=0, help="NPU id (default 0)")
+    p.add_argument(
+        "--device-id",
+        type=int,
+        default=0,
+        help="logical NPU id, counted after ASCEND_RT_VISIBLE_DEVICES (default 0)",
+    )
+    p.add_argument(
+        "--runtime",
+        default="ais_bench",
+        choices=("ais_bench", "reference"),
+        help="ais_bench: the NPU (default); reference: the same checks on the CPU against packages built by convert",
+    )
 
 
 def run_info(args: argparse.Namespace) -> int:

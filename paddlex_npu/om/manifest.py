@@ -21,8 +21,8 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
     }
 
 ``static`` has no -1 dims; ``dymbatch`` varies dim 0 of the inputs that have a -1 there (one value per gear);
-``dymhw`` varies H and W of an NCHW input (two values per gear: H, W); ``dymdims`` any dims (ND); ``dymshape``
-ranges. ATC accepts 2 to 100 gears.
+``dymhw`` varies H and W of the NCHW inputs with -1 there (two values per gear: H, W, the same for each);
+``dymdims`` any dims (ND); ``dymshape`` ranges. ATC accepts 2 to 100 gears.
 
 What ATC would refuse is refused here, with the reason: ``dymhw`` (``--dynamic_image_size``) needs
 ``--input_format`` NCHW, so every input must be a 4-D NCHW tensor (a model with a second, non-image input such
@@ -178,10 +178,11 @@ class OMManifest(BaseModel):
                     f"dymhw (ATC --dynamic_image_size) needs --input_format NCHW, but inputs {others} are not 4-D "
                     "NCHW images: use mode dymdims (ATC --dynamic_dims with --input_format ND) for this model"
                 )
-            if sum(1 for i in self.inputs if i.dynamic_dims) != 1 or not any(
-                i.dynamic_dims == [2, 3] for i in self.inputs
-            ):
-                raise ValueError("dymhw needs one NCHW input with -1 at H and W (and no other -1 dims)")
+            if any(i.dynamic_dims not in ([], [2, 3]) for i in self.inputs):
+                raise ValueError(
+                    "dymhw needs NCHW inputs with -1 at H and W and no other -1 dims (each H,W gear applies to every "
+                    "such input, as ATC --dynamic_image_size does)"
+                )
 
     # ---- derived views ---------------------------------------------------------------------------------
     def input_ranges(self) -> Dict[str, List[Tuple[int, int]]]:

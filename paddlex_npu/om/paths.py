@@ -15,6 +15,9 @@ from ..errors import IllegalPathError
 
 PATH_CHARS = re.compile(r"[^_A-Za-z0-9/.-]")
 OM_MODEL_MAX_SIZE = 10 * 1024**3  # ais_bench args_check.OM_MODEL_MAX_SIZE
+MAX_PATH_LENGTH = 4096  # path_security_check.MAX_LINUX_ABS_PATH_LENGTH, C++ File.h FULL_PATH_LENGTH_MAX
+MAX_NAME_LENGTH = 255  # MAX_LINUX_BASE_NAME_LENGTH, FILE_NAME_LENGTH_MAX: each folder or file name
+MAX_PATH_DEPTH = 32  # C++ File.h PATH_DEPTH_MAX: at most 32 "/" in the absolute path (File::IsPathDepthValid)
 
 
 def _illegal(path: str, why: str, fix: str) -> IllegalPathError:
@@ -23,13 +26,15 @@ def _illegal(path: str, why: str, fix: str) -> IllegalPathError:
 
 def check_model_path(path: Union[str, Path], file: Optional[Union[str, Path]] = None) -> None:
     """Refuse what ais_bench refuses for ``path``: characters outside ``[_A-Za-z0-9/.-]`` in its absolute path,
-    a symlink, a file owned by neither the user nor one of the user's groups, a group/other write bit, > 10 GB.
+    a symlink, a file owned by neither the user nor one of the user's groups, a group/other write bit, no owner-read
+    bit, > 10 GB, and an absolute path over 4096 characters, with a name over 255 or more than 32 ``/`` deep.
     ``file``: the file to examine when ``path`` itself need not exist (the reference runtime runs the ONNX
     beside the OM); its path string is checked too."""
     for name in (path, file):
         if name is None:
             continue
         absolute = os.path.abspath(str(name))
+        _check_lengths(str(name), absolute)
         bad = sorted(set(PATH_CHARS.findall(absolute)))
         if bad:
             raise _illegal(
@@ -49,6 +54,28 @@ def check_model_path(path: Union[str, Path], file: Optional[Union[str, Path]] = 
     _check_stat(target, target.stat())
 
 
+def _check_lengths(name: str, absolute: str) -> None:
+    """ais_bench's path-string limits: total length, each name's length, and the depth of the absolute path."""
+    if len(absolute) > MAX_PATH_LENGTH:
+        raise _illegal(
+            name, f"its absolute path has {len(absolute)} characters, over {MAX_PATH_LENGTH}", "use a shorter path"
+        )
+    long = [part for part in absolute.split("/") if len(part) > MAX_NAME_LENGTH]
+    if long:
+        raise _illegal(
+            name,
+            f"the name {long[0][:40]!r}... has {len(long[0])} characters, over {MAX_NAME_LENGTH}",
+            "rename that folder or file",
+        )
+    depth = absolute.count("/")
+    if depth > MAX_PATH_DEPTH:
+        raise _illegal(
+            name,
+            f"its absolute path is {depth} folders deep, over {MAX_PATH_DEPTH}",
+            "move the package to a shallower folder",
+        )
+
+
 def _check_stat(target: Path, st: os.stat_result) -> None:
     if st.st_uid != os.geteuid() and st.st_gid not in os.getgroups():
         raise _illegal(
@@ -61,6 +88,12 @@ def _check_stat(target: Path, st: os.stat_result) -> None:
             str(target),
             f"it is writable by its group or others (mode {stat.S_IMODE(st.st_mode):o}; at most 755)",
             f"`chmod go-w {target}`",
+        )
+    if not st.st_mode & stat.S_IRUSR or not os.access(target, os.R_OK):
+        raise _illegal(
+            str(target),
+            f"its owner has no read permission (mode {stat.S_IMODE(st.st_mode):o}; at least 400)",
+            f"`chmod u+r {target}`",
         )
     if stat.S_ISREG(st.st_mode) and st.st_size > OM_MODEL_MAX_SIZE:
         raise IllegalPathError(

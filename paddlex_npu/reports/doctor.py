@@ -48,6 +48,10 @@ def _cann_env() -> Check:
 
 
 def _npu_smi() -> Check:
+    """The chips CANN can use, from ``npu-smi info -m`` (Chip Logic IDs: what device ids count; ``info -l`` lists
+    cards, and a 300I Duo card holds two chips), and what ``ASCEND_RT_VISIBLE_DEVICES`` leaves visible."""
+    from ..run.device_ids import VISIBLE_ENV, parse_npu_smi_chips, visible_devices
+
     exe = shutil.which("npu-smi")
     if not exe:
         return Check(
@@ -57,13 +61,44 @@ def _npu_smi() -> Check:
             "install the Ascend driver and firmware; npu-smi is in /usr/local/sbin or /usr/local/bin",
         )
     try:
-        out = subprocess.run([exe, "info", "-l"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([exe, "info", "-m"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Check("npu-smi", FAIL, f"npu-smi failed: {exc}", "check the driver with `npu-smi info`")
-    ids = [ln.split(":")[-1].strip() for ln in out.splitlines() if "NPU ID" in ln]
-    if not ids:
-        return Check("npu-smi", FAIL, "npu-smi lists no NPU", "check the driver and the container's device mounts")
-    return Check("npu-smi", OK, f"{len(ids)} NPU(s): {', '.join(ids)}")
+    chips = parse_npu_smi_chips(out)
+    if not chips:
+        return Check("npu-smi", FAIL, "npu-smi lists no NPU chip", "check the driver and the container's device mounts")
+    names = sorted({c.name for c in chips})
+    detail = (
+        f"{len(chips)} chip(s) on {len({c.npu_id for c in chips})} card(s), Chip Logic IDs "
+        f"{', '.join(str(c.logic_id) for c in chips)} ({', '.join(names)}; --soc-version {chips[0].soc_version})"
+    )
+    visible = visible_devices()
+    if visible is None:
+        return Check("npu-smi", OK, detail + f"; device ids 0..{len(chips) - 1} ({VISIBLE_ENV} not set)")
+    unknown = [v for v in visible if not v.isdigit() or int(v) not in {c.logic_id for c in chips}]
+    detail += f"; {VISIBLE_ENV}={','.join(visible)}: device ids 0..{len(visible) - 1} are those chips in that order"
+    if unknown:
+        return Check(
+            "npu-smi",
+            FAIL,
+            detail + f", but {', '.join(unknown)} is no Chip Logic ID here",
+            f"set {VISIBLE_ENV} to Chip Logic IDs of `npu-smi info -m`, or unset it",
+        )
+    return Check("npu-smi", OK, detail)
+
+
+def _pyacl() -> Check:
+    """pyACL (``import acl``): the selftest's manifest checks and the chip check at load use it."""
+    try:
+        import acl  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as exc:
+        return Check(
+            "pyACL",
+            FAIL,
+            f"`import acl` fails ({exc})",
+            "source CANN's set_env.sh (it puts pyACL on PYTHONPATH: .../python/site-packages)",
+        )
+    return Check("pyACL", OK, "acl importable")
 
 
 def _shadowing() -> Optional[Check]:
@@ -159,6 +194,7 @@ def run_checks() -> List[Check]:
     checks: List[Callable[[], Optional[Check]]] = [
         _cann_env,
         _npu_smi,
+        _pyacl,
         _shadowing,
         _ais_bench,
         _aclruntime,

@@ -4,25 +4,34 @@ On an Ascend machine, for the bundled PP-OCRv4 models (det, rec) found as OM pac
 (``paddlex-npu assets`` builds their ONNX folders, ``paddlex-npu convert`` their OMs): each runs through the route
 on ais_bench and on the CPU reference runtime with the same synthetic text inputs (rec: greedy CTC texts equal;
 det: the DB maps thresholded at 0.3 agree on at least 99% of pixels, i.e. the same boxes within a few pixels),
-and its manifest is compared with what ACL reports about the OM through pyACL (batch / H-W / dims gears;
-dymshape ranges where pyACL has ``get_input_dims_range``). Without a device every check says why it could not
-run, and the report is not ok. Nothing is printed here (the CLI prints).
+and its manifest is compared with what ACL reports about the OM through pyACL (batch / H-W gears; dims gears as
+every dim of every input concatenated; dymshape ranges, with what ACL says of unbounded dims recorded in the
+report; static shapes), after ``aclInit`` (0 or "repeat initialize") and ``aclrtSetDevice``, reset afterwards.
+Without a device every check says why it could not run, and the report is not ok.
+
+``runtime="reference"`` runs the same checks on the CPU against packages built by ``paddlex-npu convert`` (no
+``inference.om`` needed): the route on the reference runtime against ONNX Runtime on the unpadded input, and the
+manifest against :class:`~paddlex_npu.run.reference_acl.ReferenceAcl`, so the acceptance code runs in CI. Nothing
+is printed here (the CLI prints).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import ConfigError
+from ..run.device_ids import VISIBLE_ENV, device_hint, soc_matches
 from ..version import __version__
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+RUNTIMES = ("ais_bench", "reference")
 MODELS = ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec")
 TASKS = {"PP-OCRv4_mobile_det": "TextDetPredictor", "PP-OCRv4_mobile_rec": "TextRecPredictor"}
 LAYOUT = (
@@ -67,24 +76,29 @@ def _ais_bench() -> Check:
     return Check("ais_bench", PASS, "ais_bench.infer.interface.InferSession importable")
 
 
-def _pyacl() -> Check:
+def _pyacl(acl: Any = None) -> Tuple[Check, Any]:
+    """pyACL, imported (or the one given): the manifests are checked against what ACL reports through it."""
+    if acl is not None:
+        return Check("pyACL", PASS, "acl given"), acl
     try:
-        import acl  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        return Check(
-            "pyACL", SKIP, "`import acl` fails (source CANN's set_env.sh): manifests cannot be checked against ACL"
-        )
-    return Check("pyACL", PASS, "acl importable")
+        import acl  # type: ignore[import-not-found,no-redef]
+    except ImportError as exc:
+        why = f"`import acl` fails ({exc}): source CANN's set_env.sh (it puts pyACL on PYTHONPATH)"
+        return Check("pyACL", FAIL, f"{why}; without it the manifests cannot be checked against ACL"), None
+    return Check("pyACL", PASS, f"acl importable ({getattr(acl, '__file__', 'built in')})"), acl
 
 
-def _package(om_root: Optional[Path], model: str) -> Check:
+def _package(om_root: Optional[Path], model: str, runtime: str = "ais_bench") -> Check:
     name = f"package {model}"
     if om_root is None:
         return Check(name, SKIP, "no --om-root: build packages with `paddlex-npu assets` + `paddlex-npu convert`")
     folder = Path(om_root) / model
     if not folder.is_dir():
         return Check(name, FAIL, f"{om_root} has no {model} folder: {LAYOUT}")
-    missing = [f for f in ("inference.om", "inference.onnx", "inference.yml") if not (folder / f).is_file()]
+    needed = ("inference.onnx", "inference.yml", "inference.om.json")
+    if runtime == "ais_bench":
+        needed = ("inference.om",) + needed
+    missing = [f for f in needed if not (folder / f).is_file()]
     if missing:
         return Check(name, FAIL, f"{folder} lacks {', '.join(missing)}: `paddlex-npu convert` builds it (ATC on PATH)")
     return Check(name, PASS, str(folder))
@@ -119,63 +133,180 @@ def _compare(model: str, device: np.ndarray, reference: np.ndarray) -> Check:
     return Check(name, PASS if same else FAIL, detail, {"max_abs": diff})
 
 
-def _route(om_root: Path, model: str, device_id: int) -> Check:
+def _route_name(model: str, runtime: str) -> str:
+    if runtime == "reference":
+        return f"route {model}: reference package vs ONNX Runtime"
+    return f"route {model}: ais_bench vs reference"
+
+
+def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench") -> Check:
+    """The model through the route (runner, shape policy, session) on the device, against the same route on the CPU
+    reference runtime. ``runtime`` reference: the route on the reference runtime (gear padding and cropping
+    included) against ONNX Runtime on the unpadded input."""
     from ..config import OMBackendConfig
     from ..run.runner import build_om_runner
 
+    x = _inputs(model)
     outs = {}
-    for runtime in ("ais_bench", "reference"):
+    for rt in ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",):
         runner = build_om_runner(
-            om_root / model, runtime=runtime, device_id=device_id, config=OMBackendConfig(), task=TASKS[model]
+            om_root / model, runtime=rt, device_id=device_id, config=OMBackendConfig(), task=TASKS[model]
         )
         try:
-            outs[runtime] = runner(_inputs(model))[0]
+            outs[rt] = np.asarray(runner(x)[0])
         finally:
             runner.close()
-    return _compare(model, np.asarray(outs["ais_bench"]), np.asarray(outs["reference"]))
+    if runtime == "ais_bench":
+        check = _compare(model, outs["ais_bench"], outs["reference"])
+    else:
+        import onnxruntime as ort
+
+        sess = ort.InferenceSession(str(om_root / model / "inference.onnx"), providers=["CPUExecutionProvider"])
+        direct = np.asarray(sess.run(None, {sess.get_inputs()[0].name: x[0]})[0])
+        check = _compare(model, outs["reference"], direct)
+    check.name = _route_name(model, runtime)
+    return check
 
 
-def _acl_gears(acl: Any, desc: Any, mode: str) -> Any:
-    """What ACL reports for ``mode`` (pyACL names; not verified on a device here)."""
+ACL_ERROR_REPEAT_INITIALIZE = 100002  # aclInit in a process where ACL is already initialised (ais_bench did it)
+
+
+def expected_acl_gears(man: Any) -> List[List[int]]:
+    """The gears of ``man`` as ACL reports them: dymbatch ``[b]``, dymhw ``[h, w]``, dymdims every dim of every input
+    concatenated in input order (``aclmdlGetInputDynamicDims``: ``data(1,1,40,-1)``, ``label(1,-1)`` at gear
+    ``20,20`` -> ``1,1,40,20,1,20``), where the manifest stores only the values of the -1 dims."""
+    if man.mode == "dymdims":
+        return [[d for shape in gear for d in shape] for gear in man.gear_shapes()]
+    return [list(g) for g in man.gears or []]
+
+
+def _acl_gears(acl: Any, desc: Any, mode: str) -> Tuple[int, List[List[int]]]:
+    """What ACL reports for a gear ``mode`` (pyACL: ``(info, ret)`` pairs)."""
     if mode == "dymbatch":
         info, ret = acl.mdl.get_dynamic_batch(desc)
-        return ret, [[b] for b in info["batch"]]
+        return ret, [[int(b)] for b in info["batch"]]
     if mode == "dymhw":
         info, ret = acl.mdl.get_dynamic_hw(desc, -1)
-        return ret, [list(hw) for hw in info["hw"]]
-    if mode == "dymdims":
-        count, ret = acl.mdl.get_input_dynamic_gear_count(desc, -1)
-        dims, ret = acl.mdl.get_input_dynamic_dims(desc, -1, count)
-        return ret, [list(d["dims"]) for d in dims]
-    ranges = [acl.mdl.get_input_dims_range(desc, i) for i in range(acl.mdl.get_num_inputs(desc))]
-    return 0, ranges
+        return ret, [[int(v) for v in hw] for hw in info["hw"]]
+    count, ret = acl.mdl.get_input_dynamic_gear_count(desc, -1)
+    if ret != 0:
+        return ret, []
+    dims, ret = acl.mdl.get_input_dynamic_dims(desc, -1, count)
+    return ret, [[int(v) for v in d["dims"][: d.get("dimCount", len(d["dims"]))]] for d in dims]
 
 
-def _manifest_vs_acl(om_root: Path, model: str, device_id: int) -> Check:
-    import acl  # type: ignore[import-not-found]
+def _compare_gears(name: str, man: Any, ret: int, reported: List[List[int]]) -> Check:
+    expected = expected_acl_gears(man)
+    data = {"mode": man.mode, "manifest_gears": man.gears, "expected": expected, "acl": reported, "ret": ret}
+    if ret != 0:
+        return Check(name, FAIL, f"ACL returned {ret} for the {man.mode} gears", data)
+    same = sorted(expected) == sorted(reported)
+    detail = f"{man.mode} gears as ACL reports them: expected {expected}, ACL {reported}"
+    return Check(name, PASS if same else FAIL, detail, data)
 
+
+def _compare_ranges(name: str, man: Any, acl: Any, desc: Any) -> Check:
+    """dymshape: every bounded dim's [lo, hi] must be what ACL reports (``get_input_dims_range``, CANN 8.0 on; older
+    pyACL: ``get_input_dims``, -1 at the dynamic dims). How ACL reports an unbounded dim is not documented: what it
+    says is recorded in the report (``data.unbounded``), not judged."""
+    ranges = man.input_ranges()
+    has_range = hasattr(acl.mdl, "get_input_dims_range")
+    per_input, problems, unbounded = [], [], []
+    for i, spec in enumerate(man.inputs):
+        want = [list(r) for r in ranges[spec.name]]
+        if has_range:
+            info, ret = acl.mdl.get_input_dims_range(desc, i)
+            got = [[int(v) for v in r] for r in info.get("range", [])[: info.get("rangeCount", 0)]]
+        else:
+            info, ret = acl.mdl.get_input_dims(desc, i)
+            got = [[int(d), int(d)] if d > 0 else [-1, -1] for d in info["dims"][: info.get("dimCount", 0)]]
+        per_input.append({"input": spec.name, "manifest": want, "acl": got, "ret": ret})
+        if ret != 0:
+            problems.append(f"{spec.name}: ACL returned {ret}")
+            continue
+        if len(got) != len(want):
+            problems.append(f"{spec.name}: ACL reports {len(got)} dims, the manifest {len(want)}")
+            continue
+        for j, ((lo, hi), (alo, ahi)) in enumerate(zip(want, got)):
+            if hi == -1:
+                unbounded.append({"input": spec.name, "dim": j, "manifest": [lo, hi], "acl": [alo, ahi]})
+            elif not has_range and lo != hi:
+                unbounded.append({"input": spec.name, "dim": j, "manifest": [lo, hi], "acl": [alo, ahi]})
+            elif [lo, hi] != [alo, ahi] and not (not has_range and lo == hi and alo == lo):
+                problems.append(f"{spec.name} dim {j}: manifest [{lo}, {hi}], ACL [{alo}, {ahi}]")
+    call = "get_input_dims_range" if has_range else "get_input_dims (this pyACL has no get_input_dims_range)"
+    data = {"mode": "dymshape", "call": call, "inputs": per_input, "unbounded": unbounded}
+    if problems:
+        return Check(name, FAIL, "dymshape ranges differ from the manifest: " + "; ".join(problems), data)
+    note = f"; {len(unbounded)} unbounded or unchecked dim(s) recorded as ACL reports them" if unbounded else ""
+    return Check(name, PASS, f"dymshape ranges agree with ACL ({call}){note}", data)
+
+
+def _manifest_vs_acl(acl: Any, om_root: Path, model: str, device_id: int) -> Check:
+    """Load the OM with pyACL and compare what ACL says about it with its manifest. ACL is initialised here when
+    nothing in the process did it yet (``aclInit``: 0, or 100002 "repeat initialize"), the device is set and reset
+    around the check, and every ``ret`` is looked at."""
     from ..om import manifest as mf
 
     name = f"manifest {model} vs ACL"
     man = mf.load(om_root / model / mf.MANIFEST_NAME)
-    acl.rt.set_device(device_id)
-    model_id, ret = acl.mdl.load_from_file(str(om_root / model / "inference.om"))
+    ret = acl.init()
+    if ret not in (0, ACL_ERROR_REPEAT_INITIALIZE):
+        return Check(name, FAIL, f"aclInit returned {ret}: check the CANN install (`npu-smi info`, set_env.sh)")
+    we_initialised = ret == 0
+    try:
+        ret = acl.rt.set_device(device_id)
+        if ret != 0:
+            return Check(name, FAIL, f"aclrtSetDevice({device_id}) returned {ret}: {device_hint(device_id)}")
+        try:
+            return _check_loaded(acl, name, man, om_root / model / "inference.om")
+        finally:
+            acl.rt.reset_device(device_id)
+    finally:
+        if we_initialised:
+            acl.finalize()
+
+
+def _check_loaded(acl: Any, name: str, man: Any, om: Path) -> Check:
+    device_soc = acl.get_soc_name() if hasattr(acl, "get_soc_name") else ""
+    if man.soc_version and device_soc and not soc_matches(man.soc_version, device_soc):
+        return Check(
+            name,
+            FAIL,
+            f"the OM was built for {man.soc_version}, this device is {device_soc}: rebuild it with "
+            f"`paddlex-npu convert ... --soc-version {device_soc}`",
+            {"soc_version": man.soc_version, "device": device_soc},
+        )
+    model_id, ret = acl.mdl.load_from_file(str(om))
     if ret != 0:
         return Check(name, FAIL, f"aclmdlLoadFromFile returned {ret}")
     desc = acl.mdl.create_desc()
     try:
-        acl.mdl.get_desc(desc, model_id)
-        try:
-            ret, reported = _acl_gears(acl, desc, man.mode)
-        except AttributeError as exc:
-            return Check(name, SKIP, f"this pyACL cannot report {man.mode} ({exc})")
+        ret = acl.mdl.get_desc(desc, model_id)
+        if ret != 0:
+            return Check(name, FAIL, f"aclmdlGetDesc returned {ret}")
         if man.mode == "dymshape":
-            return Check(name, PASS if ret == 0 else FAIL, "ranges reported by ACL", {"acl": repr(reported)})
-        same = sorted(map(list, man.gears or [])) == sorted(reported)
-        return Check(name, PASS if same else FAIL, f"{man.mode} gears: manifest {man.gears}, ACL {reported}")
+            check = _compare_ranges(name, man, acl, desc)
+        elif man.mode == "static":
+            check = _compare_static(name, man, acl, desc)
+        else:
+            check = _compare_gears(name, man, *_acl_gears(acl, desc, man.mode))
+        check.data["device_soc"] = device_soc
+        return check
     finally:
         acl.mdl.destroy_desc(desc)
         acl.mdl.unload(model_id)
+
+
+def _compare_static(name: str, man: Any, acl: Any, desc: Any) -> Check:
+    got = []
+    for i in range(len(man.inputs)):
+        info, ret = acl.mdl.get_input_dims(desc, i)
+        got.append([int(d) for d in info["dims"][: info.get("dimCount", 0)]] if ret == 0 else None)
+    want = [list(i.shape) for i in man.inputs]
+    data = {"mode": "static", "manifest": want, "acl": got}
+    same = got == want
+    return Check(name, PASS if same else FAIL, f"static input shapes: manifest {want}, ACL {got}", data)
 
 
 def _guarded(name: str, run: Callable[[], Check]) -> Check:
@@ -185,17 +316,19 @@ def _guarded(name: str, run: Callable[[], Check]) -> Check:
         return Check(name, FAIL, f"{type(exc).__name__}: {exc}")
 
 
-def _model_checks(om_root: Optional[Path], model: str, device_id: int, ais: Check, pyacl: Check) -> List[Check]:
-    route, versus = f"route {model}: ais_bench vs reference", f"manifest {model} vs ACL"
-    package = _package(om_root, model)
+def _model_checks(
+    om_root: Optional[Path], model: str, device_id: int, runtime: str, ais: Check, acl: Any
+) -> List[Check]:
+    route, versus = _route_name(model, runtime), f"manifest {model} vs ACL"
+    package = _package(om_root, model, runtime)
     if package.status != PASS or ais.status != PASS:
         why = "no package" if package.status != PASS else "no ais_bench"
         return [package, Check(route, SKIP, f"not run: {why}"), Check(versus, SKIP, f"not run: {why}")]
     root = Path(om_root)  # type: ignore[arg-type]
-    checks = [package, _guarded(route, lambda: _route(root, model, device_id))]
-    if pyacl.status != PASS:
+    checks = [package, _guarded(route, lambda: _route(root, model, device_id, runtime))]
+    if acl is None:
         return checks + [Check(versus, SKIP, "not run: no pyACL")]
-    return checks + [_guarded(versus, lambda: _manifest_vs_acl(root, model, device_id))]
+    return checks + [_guarded(versus, lambda: _manifest_vs_acl(acl, root, model, device_id))]
 
 
 def check_om_root(om_root: Optional[Path]) -> None:
@@ -206,14 +339,37 @@ def check_om_root(om_root: Optional[Path]) -> None:
     raise ConfigError(f"the OM root {om_root} {what}: {LAYOUT}")
 
 
-def run_selftest(om_root: Optional[Path] = None, device_id: int = 0) -> SelftestReport:
+def run_selftest(
+    om_root: Optional[Path] = None, device_id: int = 0, runtime: str = "ais_bench", acl: Any = None
+) -> SelftestReport:
     """Every check, in order; a check that cannot run says why (skip) and the report is then not ok. An
-    ``om_root`` that is no folder raises :class:`ConfigError`."""
+    ``om_root`` that is no folder raises :class:`ConfigError`.
+
+    ``runtime`` ``ais_bench`` (the device) or ``reference`` (the CPU: the same checks against the packages, with
+    :class:`~paddlex_npu.run.reference_acl.ReferenceAcl` standing in for pyACL). ``acl``: the pyACL module to use
+    (default: ``import acl`` on the device)."""
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"selftest --runtime {runtime!r}: choose one of {', '.join(RUNTIMES)}")
     check_om_root(om_root)
-    machine = {"paddlex_npu": __version__, "python": platform.python_version(), "machine": platform.machine()}
+    machine = {
+        "paddlex_npu": __version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "runtime": runtime,
+        "ASCEND_RT_VISIBLE_DEVICES": os.environ.get(VISIBLE_ENV),
+    }
     report = SelftestReport(machine=machine)
-    ais, pyacl = _ais_bench(), _pyacl()
-    report.checks += [ais, pyacl]
+    if runtime == "reference":
+        from ..run.reference_acl import ReferenceAcl
+
+        ais = Check("runtime", PASS, "CPU reference runtime (ONNX Runtime on each package's inference.onnx)")
+        acl_check = Check("pyACL", PASS, "pyACL calls answered from each package's manifest (run/reference_acl.py)")
+        acl = acl or ReferenceAcl()
+    else:
+        ais, (acl_check, acl) = _ais_bench(), _pyacl(acl)
+    if acl is not None and hasattr(acl, "get_soc_name"):
+        machine["soc_name"] = acl.get_soc_name() or None
+    report.checks += [ais, acl_check]
     for model in MODELS:
-        report.checks += _model_checks(om_root, model, device_id, ais, pyacl)
+        report.checks += _model_checks(om_root, model, device_id, runtime, ais, acl)
     return report

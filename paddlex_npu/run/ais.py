@@ -6,10 +6,11 @@ never read from a version (older ones run ``dymbatch``/``dymhw`` without setting
 Contexts (ais_bench ``DeviceManager.cpp``): every ais_bench call makes the session's ACL context current on the
 calling thread and leaves it so; we save the thread's context and restore it afterwards (the session is built
 inside that guard too), so other ACL users (torch_npu, pyACL) in the same thread keep theirs. When ACL was
-already initialised in the process by another library, the first session on a device *borrows* the current
-context instead of creating one, and its ``free_resource`` would destroy that borrowed context (CANN forbids it):
-such a session is never freed (logged). A context just destroyed is never restored. ``aclInit`` runs once per
-process, so only the first session's ``acl_json_path`` counts: a later, different one is warned about once.
+already initialised in the process by another library (``aclInit`` returns "repeat initialize": paddle-custom-npu's
+plugin, torch_npu, MindSpore; :func:`acl_initialisers`), the first session on a device *borrows* the device's
+default context instead of creating one, and its ``free_resource`` would destroy that borrowed context (CANN
+forbids it): such a session is never freed (logged). A context just destroyed is never restored. ``aclInit`` runs
+once per process, so only the first session's ``acl_json_path`` counts: a later, different one is warned about once.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import logging
+import sys
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
-from ..errors import RuntimeUnavailableError
+from ..errors import NpuDeviceUnavailableError, RuntimeUnavailableError
 from ..log import logger
+from .device_ids import check_device_id, device_hint
 
 INSTALL_HINT = (
     "install Ascend's ais_bench and aclruntime wheels for your CANN and Python "
@@ -32,10 +36,26 @@ INSTALL_HINT = (
 )
 
 
+@contextlib.contextmanager
+def root_logging_kept() -> Iterator[None]:
+    """Undo what an import does to the root logger: ais_bench's modules call ``logging.basicConfig(stream=sys.stdout,
+    level=INFO)`` when imported (``infer/common/logger.py``, ``utils.py``, ``path_security_check.py``), which would
+    make every server and worker process print every library's INFO records on stdout."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def load_session_class() -> type:
     """``ais_bench.infer.interface.InferSession`` or a :class:`RuntimeUnavailableError` that says why."""
     try:
-        from ais_bench.infer.interface import InferSession
+        with root_logging_kept():
+            from ais_bench.infer.interface import InferSession
     except ImportError as exc:
         spec = importlib.util.find_spec("ais_bench")
         if spec is not None and importlib.util.find_spec("ais_bench.benchmark") is not None:
@@ -55,7 +75,8 @@ def load_session_class() -> type:
 def reset_memory_summary() -> None:
     """Clear ais_bench's ``MemorySummary`` (H2D/D2H copy times, appended per copy), where this ais_bench has it."""
     try:
-        from ais_bench.infer.interface import MemorySummary
+        with root_logging_kept():
+            from ais_bench.infer.interface import MemorySummary
     except ImportError:
         return
     reset = getattr(MemorySummary, "reset", None)
@@ -104,6 +125,27 @@ def keep_acl_context(skip: Optional[Any] = None) -> Iterator[None]:
             _acl().rt.set_context(saved)
 
 
+# Libraries that call aclInit when they load (paddle-custom-npu's plugin in its Init(), torch_npu and MindSpore at
+# import). ais_bench then gets ACL_ERROR_REPEAT_INITIALIZE and borrows each device's default context
+# (DeviceManager.cpp CreateContext: ``contexts_[deviceId].empty() && !repeatInitAclFlag``), whether or not a context
+# is current on the opening thread.
+ACL_INITIALISING_MODULES = ("torch_npu", "mindspore", "paddle_custom_device")
+
+
+def acl_initialisers() -> List[str]:
+    """What in this process has (or may have) called ``aclInit`` before paddlex-npu's first session: the modules
+    above, or Paddle with the ``npu`` custom device registered (paddle-custom-npu)."""
+    found = [m for m in ACL_INITIALISING_MODULES if sys.modules.get(m) is not None]
+    paddle = sys.modules.get("paddle")
+    if paddle is not None:
+        try:
+            if "npu" in paddle.device.get_all_custom_device_type():
+                found.append("paddle (custom device npu)")
+        except Exception:  # noqa: BLE001 - an older or partial Paddle: no custom devices
+            pass
+    return found
+
+
 class _Process:
     """What ais_bench's process-wide state (one aclInit, one context per device to borrow) makes of sessions."""
 
@@ -119,7 +161,7 @@ class _Process:
         with self.lock:
             first = self.foreign_acl is None
             if first:
-                self.foreign_acl = current_context() is not None
+                self.foreign_acl = current_context() is not None or bool(acl_initialisers())
                 self.acl_json_path = acl_json_path
             elif acl_json_path != self.acl_json_path and not self.acl_json_warned:
                 self.acl_json_warned = True
@@ -182,6 +224,16 @@ class AisSession:
     def set_custom_outsize(self, custom_sizes: List[int]) -> None:
         self.raw.set_custom_outsize(custom_sizes)
 
+    def reset_summaryinfo(self) -> None:
+        """Clear the session's per-execution timing list (ais_bench ``InferSession.reset_summaryinfo``, which calls
+        the C++ ``reset_sumaryinfo``; ``reset_sumaryinfo`` on the wrapper before ait 2023-10). Without it the list
+        grows by one entry per execution for the life of the process."""
+        for name in ("reset_summaryinfo", "reset_sumaryinfo"):
+            reset = getattr(self.raw, name, None)
+            if callable(reset):
+                reset()
+                return
+
     def free_resource(self) -> None:
         if self.borrowed:
             logger.warning(
@@ -210,9 +262,17 @@ def _infers_gear_modes(session: Any) -> bool:
 def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = None, **options: Any) -> AisSession:
     """Build the session inside the context guard; note whether it borrowed another library's context."""
     session_cls = load_session_class()
+    check_device_id(device_id)
     borrowed = PROCESS.opening(device_id, acl_json_path)
     with keep_acl_context():
-        raw = session_cls(device_id, om_path, acl_json_path=acl_json_path, **options)
+        try:
+            raw = session_cls(device_id, om_path, acl_json_path=acl_json_path, **options)
+        except RuntimeError as exc:  # ais_bench says only "[-1][ACL: general failure]"; the detail is on stdout
+            raise NpuDeviceUnavailableError(
+                f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip() or type(exc).__name__}; "
+                f"ais_bench's log above says more): {device_hint(device_id)}. With the right device, check that the "
+                "OM was built for this chip (`npu-smi info -m`) and that `npu-smi info` shows the chip healthy"
+            ) from exc
         context = current_context()
     if borrowed:
         logger.warning(

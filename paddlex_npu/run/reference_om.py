@@ -144,7 +144,7 @@ class ReferenceOM:
                 largest = max(range(len(self.gears)), key=lambda k: sum(math.prod(s) for s in self.gears[k]))
                 sizes = self._bytes(self._gear_outputs[largest])
             self._output_descs = [
-                tensor_desc(node.name, ONNX_TYPES[node.type], 2, d, size, size)
+                tensor_desc(node.name, ONNX_TYPES[node.type], 0, d, size, size)  # format 0, as an OM reports
                 for node, d, size in zip(self.ort.get_outputs(), dims, sizes)
             ]
         return self._output_descs

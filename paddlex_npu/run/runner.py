@@ -177,6 +177,8 @@ class OMRunner:
         self._check_feeds(feeds)
         sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
         with self._lock, opened.call_guard():
+            if self._opened is not opened:  # closed while this call waited for the lock
+                raise RuntimeError(f"OM runner for {self.name} is closed")
             self._calls += 1
             if self._calls % TRIM_LOGS_EVERY == 0:  # the sessions' per-call timing logs: memory flat over time
                 opened.trim_logs()
@@ -247,9 +249,11 @@ class OMRunner:
         return times
 
     def close(self) -> None:
-        opened, self._opened = self._opened, None
-        if opened is not None:  # the session restores the thread's context itself, unless it was the one freed
-            opened.session.free_resource()
+        """Free the session, after a call in flight on another thread has finished (the runner's lock)."""
+        with self._lock:
+            opened, self._opened = self._opened, None
+            if opened is not None:  # the session restores the thread's context itself, unless it was the one freed
+                opened.session.free_resource()
 
     def _session_or_raise(self) -> OpenedSession:
         if self._opened is None:
@@ -345,6 +349,10 @@ def build_om_runner(
     if given is not None:
         given.check_soc()
         check_task_rules(given, policy_for(task), name)
+        if runtime == "ais_bench":  # the chip ATC built it for against this machine's (acl.get_soc_name())
+            from .device_ids import check_om_soc
+
+            check_om_soc(given.soc_version, str(package.om_path))
     _warn_on_checksum(package, given)
     opened = open_session(
         runtime,

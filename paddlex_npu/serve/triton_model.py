@@ -21,16 +21,24 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from ..errors import PaddlexNpuError
+from ..errors import ConfigError, PaddlexNpuError
 from .route import http_status, pruned
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
 
 
 def instance_device(instance_name: str) -> int:
-    """``npu1_0`` (instance 0 of group ``npu1``) -> 1; anything else -> 0."""
-    m = re.match(r"npu(\d+)_\d+$", instance_name or "")
-    return int(m.group(1)) if m else 0
+    """The device of an instance of group ``npu<ID>``: Triton names it ``npu1_0`` (instance 0 of group ``npu1``)
+    since its core of 2023-07, and a count-1 group plain ``npu1`` before. Any other name is refused (using device 0
+    for it would put every instance on one chip)."""
+    m = re.fullmatch(r"npu(\d+)(?:_\d+)?", instance_name or "")
+    if not m:
+        raise ConfigError(
+            f"Triton model instance {instance_name!r} is not of an instance group named npu<DEVICE_ID> (instances "
+            "npu<ID>_<k>, or npu<ID> in Triton before 2023-07): write the repository with `paddlex-npu triton-repo`, "
+            "or name each instance_group npu<ID> in config.pbtxt"
+        )
+    return int(m.group(1))
 
 
 def _fail(status: int, message: str, log_id: Optional[str] = None) -> Dict[str, Any]:

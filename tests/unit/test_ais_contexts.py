@@ -76,3 +76,37 @@ def test_older_ais_bench_gets_its_gear_set_before_infer(monkeypatch, warnings, m
     assert new.features["gear_modes"] is True
     new.infer([np.zeros(shape, np.float32)], mode=mode)
     assert new.raw.calls == [("infer", mode)]  # newer ais_bench sets the gear inside infer
+
+
+def test_acl_initialised_by_a_plugin_without_a_current_context_is_still_borrowed(monkeypatch, warnings):
+    """ais_bench DeviceManager.cpp CreateContext: after aclInit returned ACL_ERROR_REPEAT_INITIALIZE
+    (paddle-custom-npu's plugin calls aclInit in its Init()), the first session on a device takes
+    aclrtGetCurrentContext, the device's default context, even when no context was current on the opening thread."""
+    import sys
+    import types
+
+    acl = FakeAcl(initialised=True)  # no context current on this thread
+    install(monkeypatch, acl, session_class(acl))
+    paddle = types.ModuleType("paddle")
+    paddle.device = types.SimpleNamespace(get_all_custom_device_type=lambda: ["npu"])
+    monkeypatch.setitem(sys.modules, "paddle", paddle)
+    assert ais.acl_initialisers() == ["paddle (custom device npu)"]
+    session = ais.open_session("m.om", 0)
+    assert session.borrowed and session.raw.context == "default-ctx-0"
+    session.free_resource()
+    assert acl.destroyed == []  # the device's default context is not ours to destroy
+
+
+def test_trim_logs_reaches_the_ais_bench_session_behind_the_wrapper(monkeypatch, warnings):
+    """ais_bench interface.py InferSession.reset_summaryinfo -> session.reset_sumaryinfo: the wrapper delegates, so a
+    long-running server's per-execution list stays flat."""
+    from paddlex_npu.run.session import OpenedSession
+
+    acl = FakeAcl()
+    install(monkeypatch, acl, session_class(acl))
+    session = ais.open_session("m.om", 0)
+    for _ in range(3):
+        session.infer([np.zeros((1, 3, 8, 8), np.float32)], mode="dymshape")
+    assert len(session.raw.exec_time_list) == 3
+    OpenedSession("ais_bench", session, ais.keep_acl_context).trim_logs()
+    assert session.raw.exec_time_list == []
