@@ -3,6 +3,7 @@ held, and one device shared by processes without overlap (proved from recorded i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -103,6 +104,59 @@ def test_the_gil_is_held_for_the_device_time(tmp_path):
     # tick in: 10 ms margins, two switch intervals)
     assert [(x - start, end - x) for x in ticks if start + 0.01 < x < end - 0.01] == []
     assert len([x for x in ticks if c0 < x < c1]) >= 10  # the control: the thread does run when it may
+
+
+@pytest.fixture
+def no_timed_switches():
+    """The interpreter takes the GIL from a thread only after the switch interval: at 30 s it never does in a
+    test, so another thread runs only where the holder releases the GIL itself (blocking calls, I/O, hashlib)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    yield
+    sys.setswitchinterval(old)
+
+
+def test_a_replayed_call_on_a_large_input_holds_the_gil_from_entry_to_return(tmp_path, no_timed_switches):
+    """A 15.7 MB input (a large recognition batch is ~4 MB): a thread recording timestamps records none between
+    the call's entry and return, digest and mapped outputs included. The same thread does record during
+    hashlib's SHA-1 of that input (which releases the GIL), so the check can see a release."""
+    sim = session(tmp_path, base_ms=5.0)
+    big = [np.random.default_rng(3).random((8, 3, 256, 640), dtype=np.float32), np.zeros((8, 2), np.int32)]
+    sizes = [big[0].nbytes, 64]
+    first = sim.infer(big, mode="dymshape", custom_sizes=sizes)  # recording: ONNX Runtime, which releases it
+    stop, ticks = threading.Event(), []
+    t = threading.Thread(target=_ticker, args=(stop, ticks), daemon=True)
+    t.start()
+    calls, sha = [], []
+    try:
+        for _ in range(3):
+            time.sleep(0.01)  # the ticker gets the GIL, and wants it back while the call runs
+            t0 = monotonic()
+            out = sim.infer(big, mode="dymshape", custom_sizes=sizes)
+            calls.append((t0, monotonic()))
+        time.sleep(0.01)
+        t0 = monotonic()
+        hashlib.sha1(memoryview(big[0]).cast("B")).hexdigest()
+        sha.append((t0, monotonic()))
+        time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join()
+    np.testing.assert_array_equal(out[0], first[0])
+    inside = [x for x in ticks for t0, t1 in calls if t0 < x < t1]
+    assert inside == [], f"a thread ran during a simulated call: {inside}, calls {calls}"
+    assert any(t0 < x < t1 for x in ticks for t0, t1 in sha)  # the control: a release is seen
+
+
+def test_replayed_outputs_are_private_copies_on_write(tmp_path):
+    sim = session(tmp_path)
+    f = feeds(5)
+    first = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    again = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    assert again[0].flags.writeable
+    again[0][...] = -1.0  # the pipeline may write into an output
+    third = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    np.testing.assert_array_equal(third[0], first[0])
 
 
 CHILD = textwrap.dedent(
