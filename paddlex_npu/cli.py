@@ -405,7 +405,7 @@ def _input_files(folder: Path) -> List[str]:
 
 
 def _bar_chart(report) -> str:
-    best = max(r.images_per_s for r in report.routes)
+    best = max((r.images_per_s for r in report.routes), default=0.0) or 1.0
     rows = [
         f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
     ]
@@ -419,21 +419,17 @@ def _print_report(report) -> None:
         print(f"note: other work shared the {report.cores} cores (load above {report.cores}): figures are lower bounds")
     head = ("img/s", "x serial", "p50", "p95", "p99", "CPU ms", "CPU %", "pre", "model", "device", "post", "rest")
     print(f"{'route':<30}" + "".join(f"{h:>9}" for h in head) + f"{'unseen':>7}{'errors':>7}")
+    serial = report.serial.images_per_s if report.serial else float("nan")
     for r in report.routes:
-        cells = (r.images_per_s, r.images_per_s / report.serial.images_per_s, r.p50_ms, r.p95_ms, r.p99_ms)
+        cells = (r.images_per_s, r.images_per_s / serial, r.p50_ms, r.p95_ms, r.p99_ms)
         cells += (r.cpu_ms, r.cpu_percent, r.pre_ms, r.model_ms, r.device_ms, r.post_ms, r.other_ms)
         print(f"{r.route:<30}" + "".join(f"{c:>9.2f}" for c in cells) + f"{r.computed:>7}{r.errors:>7}")
     print("(latency and stage times in ms per image; stages measured in the process that ran the input)")
     for route, why in report.skipped.items():
         print(f"{route}: skipped: {why}")
-    bound = report.bound()
-    npu = [r for r in report.routes if r.engine == "om"]
-    best = max(npu, key=lambda r: r.images_per_s)
-    print(
-        f"bound min(1/device, cores/CPU) per image: {bound:.2f} img/s; best NPU route: {best.route}, "
-        f"{best.images_per_s:.2f} img/s = {100 * best.images_per_s / bound:.0f}% of it, "
-        f"{best.images_per_s / report.serial.images_per_s:.2f}x serial"
-    )
+    print(f"inputs: {report.input_desc}; {report.cost_model_text()}")
+    for line in report.summary_lines():
+        print(line)
     print(_bar_chart(report))
 
 

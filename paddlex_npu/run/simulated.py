@@ -281,12 +281,14 @@ class ReplayStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self._prefix = os.fsencode(self.folder) + b"/"
 
     def _path(self, digest: str) -> Path:
         return self.folder / digest[:2] / f"{digest}.out"
 
     def get(self, digest: str, count: int) -> Optional[List[np.ndarray]]:
-        fd = _LIBC.open(os.fsencode(self._path(digest)), os.O_RDONLY | os.O_CLOEXEC)
+        path = self._prefix + f"{digest[:2]}/{digest}.out".encode()
+        fd = _LIBC.open(path, os.O_RDONLY | os.O_CLOEXEC)
         if fd == -1:
             err = ctypes.get_errno()
             if err == errno.ENOENT:
@@ -358,19 +360,32 @@ class SimStats:
 
 _STATS = SimStats()
 _STATS_LOCK = threading.Lock()
+_MODELS: Dict[str, Dict[str, float]] = {}  # model folder -> its cost model and counters, in this process
 
 
 def stats() -> Dict[str, float]:
     """A snapshot of this process's counters: calls, replayed, computed (inputs never seen), device_ms, and the
-    simulation's own host time: replay_ms (digest + load), compute_ms (ONNX Runtime on inputs never seen)."""
+    simulation's own host work: replay_ms (digest + mapping, CPU time of the calling thread), compute_ms (ONNX
+    Runtime on inputs never seen, wall time)."""
     with _STATS_LOCK:
         return asdict(_STATS)
 
 
-def _count(**deltas: float) -> None:
+def model_stats() -> Dict[str, Dict[str, float]]:
+    """Per model (its folder's name) of this process: ``task``, the cost model (``base_ms``, ``ms_per_melem``)
+    and what its calls cost: ``calls``, ``elements`` (input elements, summed), ``device_ms``."""
+    with _STATS_LOCK:
+        return {name: dict(m) for name, m in _MODELS.items()}
+
+
+def _count(model: str, elements: int, **deltas: float) -> None:
     with _STATS_LOCK:
         for key, value in deltas.items():
             setattr(_STATS, key, getattr(_STATS, key) + value)
+        m = _MODELS[model]
+        m["calls"] += 1
+        m["elements"] += elements
+        m["device_ms"] += deltas["device_ms"]
 
 
 # ---- the session ---------------------------------------------------------------------------------------------
@@ -403,18 +418,32 @@ class SimulatedSession(InferSession):
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
         self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # monotonic() (start, end)
         self._own = SimStats()
+        self._model = Path(self.onnx_path).parent.name
+        with _STATS_LOCK:
+            _MODELS.setdefault(
+                self._model,
+                {
+                    "task": task or "",
+                    "base_ms": self.cost.base_ms,
+                    "ms_per_melem": self.cost.ms_per_melem,
+                    "calls": 0,
+                    "elements": 0,
+                    "device_ms": 0.0,
+                },
+            )
 
     def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
-        t0 = time.perf_counter()
+        c0 = time.thread_time()  # the simulator's own work as CPU time: a busy machine does not inflate it
         digest = feed_digest(feed)
         outputs = self.store.get(digest, len(self._om.output_names))
-        t1 = time.perf_counter()
+        c1, t1 = time.thread_time(), time.perf_counter()
         computed = outputs is None
         if outputs is None:
             outputs = [np.ascontiguousarray(o) for o in self._om.run(feed)]
             self.store.put(digest, outputs)
         t2 = time.perf_counter()
-        device_ms = self.cost.device_ms(sum(int(a.size) for a in feed.values()))
+        elements = sum(int(a.size) for a in feed.values())
+        device_ms = self.cost.device_ms(elements)
         start, end = self.device.reserve(device_ms / 1000.0)
         self.device_intervals.append((start, end))
         deltas = {
@@ -422,10 +451,10 @@ class SimulatedSession(InferSession):
             "replayed": int(not computed),
             "computed": int(computed),
             "device_ms": (end - start) * 1000.0,
-            "replay_ms": (t1 - t0) * 1000.0,
+            "replay_ms": (c1 - c0) * 1000.0,
             "compute_ms": (t2 - t1) * 1000.0,
         }
-        _count(**deltas)
+        _count(self._model, elements, **deltas)
         for key, value in deltas.items():
             setattr(self._own, key, getattr(self._own, key) + value)
         gil_sleep_until(end)  # last: the bookkeeping is done before, so nothing runs between the wait and return
