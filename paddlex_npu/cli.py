@@ -11,6 +11,7 @@ paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
 paddlex-npu selftest [--om-root DIR] [--json FILE]   the hardware acceptance run (exits 1 unless all pass)
 paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
+paddlex-npu capacity REPORT.json [--cores N --npus M]   pages/s and the bottleneck for a host, from a benchmark
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
 paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
@@ -820,6 +821,12 @@ COMMANDS = (
         "throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines",
         _cmd_benchmark,
         _benchmark_args,
+    ),
+    Command(
+        "capacity",
+        "predict pages/s and the bottleneck for N cores x M NPUs from a benchmark JSON",
+        lambda args: __import__("paddlex_npu.cli_capacity", fromlist=["run"]).run(args),
+        lambda p: __import__("paddlex_npu.cli_capacity", fromlist=["add_args"]).add_args(p),
     ),
     Command(
         "serve", "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU", _cmd_serve, _serve_args
