@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
-from PIL import Image
 
 from ..errors import ConfigError
 from ..executor import ParallelExecutor
@@ -272,6 +271,8 @@ def _why(exc: BaseException) -> str:
 
 def _describe_inputs(inputs: Sequence[str]) -> str:
     """The inputs in words: their count, kind and pixel sizes (images only)."""
+    from PIL import Image  # PaddleX's dependency: the benchmark runs PaddleX
+
     sizes, other = [], 0
     for path in inputs:
         try:
