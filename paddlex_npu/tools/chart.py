@@ -17,10 +17,18 @@ Font = Any  # ImageFont.FreeTypeFont, or the default bitmap font
 WIDTH, ROW, LABEL_W, MARGIN = 1100, 34, 300, 24
 STAGES: List[Tuple[str, str, Tuple[int, int, int]]] = [
     ("pre_ms", "pre-processing", (86, 156, 214)),
-    ("model_ms", "model (NPU: runner + device)", (230, 126, 34)),
+    ("runner_ms", "model call (host, device queue)", (230, 126, 34)),
+    ("device_ms", "device time", (150, 70, 20)),
     ("post_ms", "post-processing", (46, 160, 90)),
     ("other_ms", "rest of the pipeline", (160, 160, 160)),
 ]
+
+
+def _stage(r: Any, key: str) -> float:
+    """A stage's ms per image; ``runner_ms`` is the model stage without the device time it holds."""
+    if key == "runner_ms":
+        return max(0.0, r.model_ms - r.device_ms)
+    return float(getattr(r, key))
 
 
 def _font(size: int) -> Font:
@@ -98,7 +106,7 @@ def header_text(report: BenchmarkReport) -> List[str]:
 def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: Font, small: Font) -> int:
     bound = report.bound() or 0.0
     scale_max = max([r.images_per_s for r in report.routes] + [bound, 1e-9]) * 1.08
-    plot_w = WIDTH - LABEL_W - 2 * MARGIN - 60
+    plot_w = WIDTH - LABEL_W - 2 * MARGIN - 200
     draw.text((MARGIN, top), "throughput (images/s)", fill="black", font=font)
     top += 30
     for k, r in enumerate(report.routes):
@@ -106,7 +114,8 @@ def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, fo
         draw.text((MARGIN, y + 6), r.route, fill="black", font=small)
         w = int(plot_w * r.images_per_s / scale_max)
         draw.rectangle([LABEL_W, y + 4, LABEL_W + w, y + ROW - 6], fill=(70, 110, 180))
-        draw.text((LABEL_W + w + 6, y + 6), f"{r.images_per_s:.1f}", fill="black", font=small)
+        share = f" ({100 * r.images_per_s / bound:.0f}% of the bound)" if bound and r.engine == "om" else ""
+        draw.text((LABEL_W + w + 6, y + 6), f"{r.images_per_s:.1f}{share}", fill="black", font=small)
     bottom = top + len(report.routes) * ROW
     if bound:
         bx = LABEL_W + int(plot_w * bound / scale_max)
@@ -117,7 +126,7 @@ def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, fo
 
 def _stages(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: Font, small: Font) -> int:
     routes = [r for r in report.routes if r.engine == "om"]  # the CPU engines' model time would dwarf them
-    totals = [sum(getattr(r, key) for key, _, _ in STAGES) for r in routes]
+    totals = [sum(_stage(r, key) for key, _, _ in STAGES) for r in routes]
     scale_max = max(totals + [1e-9]) * 1.08
     plot_w = WIDTH - LABEL_W - 2 * MARGIN - 60
     title = "NPU routes: time per image by stage (ms, in the process that ran it; CPU engines in the table)"
@@ -136,7 +145,7 @@ def _stages(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: 
         y, x = top + k * ROW, LABEL_W
         draw.text((MARGIN, y + 6), r.route, fill="black", font=small)
         for key, _, color in STAGES:
-            w = int(plot_w * getattr(r, key) / scale_max)
+            w = int(plot_w * _stage(r, key) / scale_max)
             draw.rectangle([x, y + 4, x + w, y + ROW - 6], fill=color)
             x += w
         draw.text((x + 6, y + 6), f"{totals[k]:.1f}", fill="black", font=small)
@@ -145,7 +154,7 @@ def _stages(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: 
     for _, label, color in STAGES:
         draw.rectangle([x, y + 3, x + 14, y + 17], fill=color)
         draw.text((x + 20, y + 2), label, fill="black", font=small)
-        x += int(draw.textlength(label, font=small)) + 50
+        x += int(draw.textlength(label, font=small)) + 34
     return y + 30
 
 
