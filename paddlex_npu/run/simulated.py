@@ -262,6 +262,9 @@ def _data_start(header_length: int) -> int:
     return -(-(16 + header_length) // _ALIGN) * _ALIGN
 
 
+_UNMAP_SECONDS = [0.0]  # CPU time of unmapping replayed outputs (when the pipeline frees them): the simulator's
+
+
 class _Mapping:
     """A private (copy-on-write) map of one stored file; unmapped when the last array over it is freed."""
 
@@ -270,25 +273,53 @@ class _Mapping:
         self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False), "version": 3}
 
     def __del__(self) -> None:
+        c0 = time.thread_time()
         _LIBC.munmap(self.address, self.size)
+        _UNMAP_SECONDS[0] += time.thread_time() - c0  # no lock: a finalizer may run inside a locked section
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A stored call kept open: its file, size and outputs (byte offset, byte count, dtype, shape)."""
+
+    fd: int
+    size: int
+    outputs: Tuple[Tuple[int, int, np.dtype, Tuple[int, ...]], ...]
 
 
 class ReplayStore:
     """Outputs by input digest: one file per call (all its outputs), written atomically (processes may record
     the same input at once). Replayed outputs are private copy-on-write maps of that file, opened and mapped
     through libc with the GIL held: the model's outputs are read from the page cache as the pipeline uses
-    them, with no copy up front."""
+    them, with no copy up front. The last ``keep_open`` files stay open with their headers read, so a replay
+    is one ``mmap``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, keep_open: int = 256) -> None:
         self.folder = Path(folder)
         self._prefix = os.fsencode(self.folder) + b"/"
+        self._open: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
+        self._keep_open = keep_open
 
     def _path(self, digest: str) -> Path:
         return self.folder / digest[:2] / f"{digest}.out"
 
     def get(self, digest: str, count: int) -> Optional[List[np.ndarray]]:
-        path = self._prefix + f"{digest[:2]}/{digest}.out".encode()
-        fd = _LIBC.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        entry = self._open.get(digest)
+        if entry is None:
+            entry = self._load(digest, count)
+            if entry is None:
+                return None
+        else:
+            self._open.move_to_end(digest)
+        address = _LIBC.mmap(None, entry.size, 0x1 | 0x2, 0x02, entry.fd, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE
+        if address in (None, _MAP_FAILED):
+            _check(-1)
+        whole = np.asarray(_Mapping(address, entry.size))
+        return [whole[at : at + n].view(dtype).reshape(shape) for at, n, dtype, shape in entry.outputs]
+
+    def _load(self, digest: str, count: int) -> Optional[_Entry]:
+        """Open a stored call and read its header (libc with the GIL held); None if it was never recorded."""
+        fd = _LIBC.open(self._prefix + f"{digest[:2]}/{digest}.out".encode(), os.O_RDONLY | os.O_CLOEXEC)
         if fd == -1:
             err = ctypes.get_errno()
             if err == errno.ENOENT:
@@ -296,23 +327,31 @@ class ReplayStore:
             raise OSError(err, os.strerror(err), str(self._path(digest)))
         try:
             size = _check(_LIBC.lseek(fd, 0, os.SEEK_END))
-            address = _LIBC.mmap(None, size, 0x1 | 0x2, 0x02, fd, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE
-            if address in (None, _MAP_FAILED):
-                _check(-1)
-        finally:
+            head = ctypes.create_string_buffer(16)
+            got = _check(_LIBC.pread(fd, head, 16, 0))
+            if got < 16 or head.raw[:8] != _MAGIC:
+                raise OSError(f"{self._path(digest)} is no replay file (a store of another version?): delete it")
+            length = int.from_bytes(head.raw[8:16], "little")
+            text = ctypes.create_string_buffer(length)
+            _check(_LIBC.pread(fd, text, length, 16))
+            header = json.loads(text.raw)
+            if len(header) != count:
+                raise OSError(f"{self._path(digest)} holds {len(header)} outputs, the model has {count}: delete it")
+        except BaseException:
             _LIBC.close(fd)
-        whole = np.asarray(_Mapping(address, size))
-        if size < 16 or bytes(whole[:8]) != _MAGIC:
-            raise OSError(f"{self._path(digest)} is no replay file (a store of another version?): delete it")
-        length = int(whole[8:16].view("<u8")[0])
-        header = json.loads(bytes(whole[16 : 16 + length]))
-        if len(header) != count:
-            raise OSError(f"{self._path(digest)} holds {len(header)} outputs, the model has {count}: delete it")
+            raise
         start = _data_start(length)
-        return [
-            whole[start + h["at"] : start + h["at"] + h["nbytes"]].view(np.dtype(h["dtype"])).reshape(h["shape"])
-            for h in header
-        ]
+        outputs = tuple((start + h["at"], h["nbytes"], np.dtype(h["dtype"]), tuple(h["shape"])) for h in header)
+        entry = _Entry(fd, size, outputs)
+        self._open[digest] = entry
+        while len(self._open) > self._keep_open:
+            _LIBC.close(self._open.popitem(last=False)[1].fd)
+        return entry
+
+    def close(self) -> None:
+        """Close the files kept open."""
+        while self._open:
+            _LIBC.close(self._open.popitem()[1].fd)
 
     def put(self, digest: str, outputs: List[np.ndarray]) -> None:
         path = self._path(digest)
@@ -365,10 +404,12 @@ _MODELS: Dict[str, Dict[str, float]] = {}  # model folder -> its cost model and 
 
 def stats() -> Dict[str, float]:
     """A snapshot of this process's counters: calls, replayed, computed (inputs never seen), device_ms, and the
-    simulation's own host work: replay_ms (digest + mapping, CPU time of the calling thread), compute_ms (ONNX
+    simulation's own host work: replay_ms (digest, mapping and unmapping, CPU time of the threads), compute_ms (ONNX
     Runtime on inputs never seen, wall time)."""
     with _STATS_LOCK:
-        return asdict(_STATS)
+        out = asdict(_STATS)
+    out["replay_ms"] += _UNMAP_SECONDS[0] * 1000.0
+    return out
 
 
 def model_stats() -> Dict[str, Dict[str, float]]:
@@ -472,6 +513,7 @@ class SimulatedSession(InferSession):
                 s.computed,
                 s.device_ms,
             )
+        self.store.close()
         super().free_resource()
 
     def __repr__(self) -> str:
