@@ -62,6 +62,7 @@ class RouteFigures:
     sim_overhead_ms: float  # the simulation's own host CPU time (digest, mapping replayed outputs)
     computed: int  # simulated calls on inputs never recorded (should be 0)
     errors: int = 0
+    dispatch_ms: float = 0.0  # executor routes: the parent's CPU per image (dispatch, pipes, results), in cpu_ms
 
     @property
     def host_ms(self) -> float:
@@ -257,8 +258,11 @@ def _executor(
             totals[k] += r.timing.get(k, 0.0)
         progress(route, 1)
     wall = time.perf_counter() - t0
-    totals["cpu_seconds"] += time.process_time() - c0  # the dispatcher's own CPU
-    return _figures(route, "om", workers, wall, lat, totals, errors)
+    parent = time.process_time() - c0
+    totals["cpu_seconds"] += parent  # the dispatcher's own CPU
+    figures = _figures(route, "om", workers, wall, lat, totals, errors)
+    figures.dispatch_ms = parent * 1000.0 / max(len(lat), 1)
+    return figures
 
 
 def _why(exc: BaseException) -> str:

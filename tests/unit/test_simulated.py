@@ -226,3 +226,22 @@ def test_two_processes_on_two_devices_overlap(tmp_path):
     a, b = _run_two(tmp_path, [0, 1])
     busy = sum(e - s for s, e in a)
     assert _overlap(a, b) > 0.5 * busy  # mostly simultaneous (generous: a busy machine may delay one)
+
+
+def test_the_store_keeps_a_bounded_number_of_files_open(tmp_path):
+    store = simulated.ReplayStore(tmp_path / "store", keep_open=2)
+    outs = {f"{k:032x}": [np.full((2, 3), k, np.float32), np.arange(k + 1, dtype=np.int64)] for k in range(4)}
+    for digest, o in outs.items():
+        store.put(digest, o)
+    for _ in range(2):
+        for digest, o in outs.items():
+            got = store.get(digest, 2)
+            assert [g.dtype for g in got] == [np.float32, np.int64]
+            for g, w in zip(got, o):
+                np.testing.assert_array_equal(g, w)
+    assert len(store._open) == 2
+    assert store.get("f" * 32, 2) is None
+    with pytest.raises(OSError, match="holds 2 outputs, the model has 3: delete it"):
+        simulated.ReplayStore(tmp_path / "store").get(next(iter(outs)), 3)
+    store.close()
+    assert not store._open
