@@ -13,7 +13,7 @@ What a page costs, from the benchmark's NPU serial route:
 
 The model: each NPU with its K workers is a closed queueing network of K pages in flight, a host CPU of
 ``cores / npus`` processors shared by processor sharing (as the OS shares cores between busy processes) and
-one device served in turn; exact mean value analysis gives its throughput (:func:`mva`). A worker is either
+one device served in turn; its exact product-form solution gives the throughput (:func:`mva`). A worker is either
 on the CPU or waiting for its device call (which holds the GIL and no core). The planner tries K = 1.. and
 keeps the smallest K within 3% of the best (each worker holds a pipeline in memory). The bottleneck is the
 resource most used at that point.
@@ -21,6 +21,7 @@ resource most used at that point.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -132,22 +133,21 @@ def page_cost(report: BenchmarkReport, serving_ms: float = 0.0) -> PageCost:
 
 def mva(workers: int, cpu_ms: float, cores: float, device_ms: float) -> float:
     """Throughput (pages/ms) of ``workers`` pages in flight over a processor-sharing CPU of ``cores``
-    processors (demand ``cpu_ms``) and one FCFS device (demand ``device_ms``): exact mean value analysis with
-    a load-dependent CPU station."""
-    p = [1.0]  # p[j]: probability of j pages at the CPU, with n - 1 pages in flight
-    q_dev = 0.0
-    x = 0.0
-    for n in range(1, workers + 1):
-        r_cpu = sum(j / min(j, cores) * cpu_ms * p[j - 1] for j in range(1, n + 1))
-        r_dev = device_ms * (1.0 + q_dev)
-        x = n / (r_cpu + r_dev)
-        q_dev = x * r_dev
-        new = [0.0] * (n + 1)
-        for j in range(1, n + 1):
-            new[j] = x * cpu_ms / min(j, cores) * p[j - 1]
-        new[0] = max(0.0, 1.0 - sum(new[1:]))
-        p = new
-    return x
+    processors (demand ``cpu_ms`` per page) and one device served in turn (demand ``device_ms``): the exact
+    product-form solution of this two-station closed network (as mean value analysis gives it, computed
+    from the state probabilities in logs, which stays stable at high load)."""
+    if device_ms <= 0:
+        return min(workers, cores) / cpu_ms
+    logs = []
+    for at_device in range(workers + 1):
+        at_cpu = workers - at_device
+        w = at_device * math.log(device_ms) + at_cpu * math.log(cpu_ms)
+        w -= sum(math.log(min(j, cores)) for j in range(1, at_cpu + 1))
+        logs.append(w)
+    top = max(logs)
+    weights = [math.exp(w - top) for w in logs]
+    device_busy = 1.0 - weights[0] / sum(weights)
+    return device_busy / device_ms
 
 
 def predict(
