@@ -57,3 +57,5 @@ fi
   machine
 } | tee -a "$OUT/machine.txt"
 echo "figures in $OUT/"
+echo "if the load stayed below 1 (see above), add the run to the capacity planner's test data:"
+echo "  cp $OUT/benchmark.json $REPO/tests/data/benchmark-2cores-$(date -u +%Y%m%d).json"
