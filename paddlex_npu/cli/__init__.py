@@ -12,6 +12,7 @@ paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
 paddlex-npu selftest [--om-root DIR] [--json FILE] [--runtime ais_bench|reference]   the acceptance run
 paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
+paddlex-npu capacity REPORT.json [--cores N --npus M]   pages/s and the bottleneck for a host, from a benchmark
 paddlex-npu serve-bench       load on real servers over loopback HTTP (alias: benchmark --serve)
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)

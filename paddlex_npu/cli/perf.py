@@ -1,9 +1,11 @@
 """Performance commands: ``benchmark`` (throughput by route: the NPU executor, serial, PaddleX's CPU engines) and
-``serve-bench`` (load on real servers over loopback HTTP; ``benchmark --serve`` is its alias)."""
+``serve-bench`` (load on real servers over loopback HTTP; ``benchmark --serve`` is its alias) and ``capacity``
+(pages/s and the bottleneck for a host, from a benchmark JSON)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import List
@@ -61,7 +63,7 @@ def _input_files(folder: Path) -> List[str]:
 
 
 def _bar_chart(report) -> str:
-    best = max(r.images_per_s for r in report.routes)
+    best = max((r.images_per_s for r in report.routes), default=0.0) or 1.0
     rows = [
         f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
     ]
@@ -75,21 +77,17 @@ def _print_report(report) -> None:
         print(f"note: other work shared the {report.cores} cores (load above {report.cores}): figures are lower bounds")
     head = ("img/s", "x serial", "p50", "p95", "p99", "CPU ms", "CPU %", "pre", "model", "device", "post", "rest")
     print(f"{'route':<30}" + "".join(f"{h:>9}" for h in head) + f"{'unseen':>7}{'errors':>7}")
+    serial = report.serial.images_per_s if report.serial else float("nan")
     for r in report.routes:
-        cells = (r.images_per_s, r.images_per_s / report.serial.images_per_s, r.p50_ms, r.p95_ms, r.p99_ms)
+        cells = (r.images_per_s, r.images_per_s / serial, r.p50_ms, r.p95_ms, r.p99_ms)
         cells += (r.cpu_ms, r.cpu_percent, r.pre_ms, r.model_ms, r.device_ms, r.post_ms, r.other_ms)
         print(f"{r.route:<30}" + "".join(f"{c:>9.2f}" for c in cells) + f"{r.computed:>7}{r.errors:>7}")
     print("(latency and stage times in ms per image; stages measured in the process that ran the input)")
     for route, why in report.skipped.items():
         print(f"{route}: skipped: {why}")
-    bound = report.bound()
-    npu = [r for r in report.routes if r.engine == "om"]
-    best = max(npu, key=lambda r: r.images_per_s)
-    print(
-        f"bound min(1/device, cores/CPU) per image: {bound:.2f} img/s; best NPU route: {best.route}, "
-        f"{best.images_per_s:.2f} img/s = {100 * best.images_per_s / bound:.0f}% of it, "
-        f"{best.images_per_s / report.serial.images_per_s:.2f}x serial"
-    )
+    print(f"inputs: {report.input_desc}; {report.cost_model_text()}")
+    for line in report.summary_lines():
+        print(line)
     print(_bar_chart(report))
 
 
@@ -317,6 +315,78 @@ def _serving_options(group) -> None:
     )
 
 
+def capacity_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("report", type=Path, help="a benchmark JSON (paddlex-npu benchmark --runtime simulated --json F)")
+    p.add_argument("--cores", type=float, help="host cores to plan for (with --npus)")
+    p.add_argument("--npus", type=int, help="NPUs to plan for (with --cores)")
+    p.add_argument("--device", default="310P3", help="the NPU chip: 310P3 (Atlas 300I Pro) or 910B4 (default 310P3)")
+    p.add_argument("--cpu-speed", type=float, default=1.0, help="a host core's speed / the benchmark's (default 1)")
+    p.add_argument("--workers-per-npu", type=int, help="executor workers per NPU (default: the best)")
+    p.add_argument("--serving-ms", type=float, default=0.0, help="CPU ms per request of an HTTP front (default 0)")
+    p.add_argument("--front-processes", type=int, default=1, help="HTTP front processes (default 1)")
+    p.add_argument("--json", type=Path, help="write the predictions here")
+
+
+def run_capacity(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..perf.benchmark import BenchmarkReport
+    from ..perf.capacity import check, format_prediction, hosts_table, page_cost, predict
+
+    try:
+        data = json.loads(args.report.read_text())
+        report = BenchmarkReport.from_dict(data)
+    except FileNotFoundError:
+        print(f"paddlex-npu capacity: {args.report} does not exist: give a benchmark --json file", file=sys.stderr)
+        return 1
+    except (ValueError, KeyError, TypeError) as exc:
+        print(
+            f"paddlex-npu capacity: {args.report} is no benchmark report ({type(exc).__name__}: {exc}): "
+            "write one with paddlex-npu benchmark --json FILE",
+            file=sys.stderr,
+        )
+        return 1
+    if (args.cores is None) != (args.npus is None):
+        print("paddlex-npu capacity: give --cores and --npus together (e.g. --cores 32 --npus 4)", file=sys.stderr)
+        return 2
+    try:
+        cost = page_cost(report, args.serving_ms)
+        if args.cores is not None:
+            predictions = [
+                predict(
+                    cost,
+                    cores=args.cores,
+                    npus=args.npus,
+                    device=args.device,
+                    cpu_speed=args.cpu_speed,
+                    workers_per_npu=args.workers_per_npu,
+                    front_processes=args.front_processes,
+                )
+            ]
+        else:
+            predictions = hosts_table(cost)
+        checks = check(report, cost)
+    except ConfigError as exc:
+        print(f"paddlex-npu capacity: {exc}", file=sys.stderr)
+        return 1
+    if checks:
+        print(f"this machine ({report.cores} cores, 1 simulated NPU): planner against the benchmark's executor routes")
+        for c in checks:
+            print(f"  {c.route:<26} measured {c.measured:7.1f}  predicted {c.predicted:7.1f}  ({100 * c.error:+.0f}%)")
+    for p in predictions:
+        print("\n".join(format_prediction(p)))
+    if args.json:
+        from dataclasses import asdict
+
+        out = {
+            "cost": asdict(cost),
+            "checks": [{**asdict(c), "error": c.error} for c in checks],
+            "predictions": [asdict(p) for p in predictions],
+        }
+        args.json.write_text(json.dumps(out, indent=2))
+        print(f"predictions written to {args.json}")
+    return 0
+
+
 COMMANDS = (
     Command(
         "benchmark",
@@ -329,6 +399,12 @@ COMMANDS = (
         "load on real servers over loopback HTTP: Triton, paddlex-npu serve, PaddleX's basic serving",
         run_serve_bench,
         serve_bench_args,
+    ),
+    Command(
+        "capacity",
+        "predict pages/s and the bottleneck for N cores x M NPUs from a benchmark JSON",
+        run_capacity,
+        capacity_args,
     ),
 )
 

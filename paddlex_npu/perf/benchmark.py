@@ -5,14 +5,23 @@ the executor's K workers, the NPU route serial (in-process), and PaddleX's own C
 Every route first runs the inputs once (warm-up, and the recording pass of the simulated device; excluded), then
 is timed over ``repeat`` passes. Per route: images/s, latency percentiles, CPU use, and per-image stage times
 (pre-processing / model / post-processing inside the predictors, the rest of the pipeline; the model time of
-the NPU route holds the simulated device time). Returns figures; printing and drawing are the CLI's.
+the NPU route holds the simulated device time). A route that cannot run here is recorded in ``skipped`` with
+its reason, and the others still run. Returns figures; printing and drawing are the CLI's.
+
+The bound is ``min(1 / device time, cores / host CPU time)`` per image, both from the NPU serial route, where
+the host CPU time leaves out the simulated device's own work (``sim_overhead_ms``: its digest and mapping of
+replayed outputs, which a real device does not spend): what the pipeline itself needs of the host. The
+executor's workers return a one-number summary of each result (:func:`result_summary`), as the serial route
+discards its results: both routes do the same work per image.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
@@ -51,9 +60,15 @@ class RouteFigures:
     post_ms: float  # predictors' post-processing
     other_ms: float  # the rest of the pipeline (reading, crops, sorting, results), mean latency minus the above
     device_ms: float  # simulated device time
-    sim_overhead_ms: float  # the simulation's own host time (digest, mapping replayed outputs)
+    sim_overhead_ms: float  # the simulation's own host CPU time (digest, mapping replayed outputs)
     computed: int  # simulated calls on inputs never recorded (should be 0)
     errors: int = 0
+    dispatch_ms: float = 0.0  # executor routes: the parent's CPU per image (dispatch, pipes, results), in cpu_ms
+
+    @property
+    def host_ms(self) -> float:
+        """CPU per image without the simulated device's own work: what the route needs of the host."""
+        return max(0.0, self.cpu_ms - self.sim_overhead_ms)
 
 
 @dataclass
@@ -67,6 +82,10 @@ class BenchmarkReport:
     routes: List[RouteFigures] = field(default_factory=list)
     skipped: Dict[str, str] = field(default_factory=dict)  # route -> why it did not run
     load_average: List[float] = field(default_factory=list)  # the machine's 1-minute load, at start and at end
+    input_desc: str = ""  # what the inputs are (count, kind, pixel sizes)
+    # per model of the NPU serial route: task, cost model (base_ms, ms_per_melem), calls / elements /
+    # device_ms per image (simulated runtime only; empty on the others)
+    models: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     @property
     def busy(self) -> bool:
@@ -74,17 +93,92 @@ class BenchmarkReport:
         return max(self.load_average, default=0.0) > self.cores
 
     @property
-    def serial(self) -> RouteFigures:
-        return next(r for r in self.routes if r.route == SERIAL)
+    def serial(self) -> Optional[RouteFigures]:
+        """The NPU serial route (None when it could not run: see ``skipped``)."""
+        return next((r for r in self.routes if r.route == SERIAL), None)
 
-    def bound(self) -> float:
-        """min(1 / device time per image, cores / CPU time per image), from the NPU serial route's figures."""
+    def bound(self) -> Optional[float]:
+        """min(1 / device time, cores / host CPU time) per image, from the NPU serial route's figures; the host
+        CPU time leaves out the simulated device's own work. None without a serial route."""
         s = self.serial
+        if s is None:
+            return None
         device = 1000.0 / s.device_ms if s.device_ms > 0 else float("inf")
-        return min(device, self.cores * 1000.0 / s.cpu_ms)
+        return min(device, self.cores * 1000.0 / max(s.host_ms, 1e-9))
+
+    def bound_limit(self) -> str:
+        """What sets the bound: ``device`` or ``host CPU``."""
+        s = self.serial
+        if s is None or s.device_ms <= 0:
+            return "host CPU"
+        return "device" if 1000.0 / s.device_ms <= self.cores * 1000.0 / max(s.host_ms, 1e-9) else "host CPU"
+
+    def cost_model_text(self) -> str:
+        """The device cost model of each model that ran, in one line."""
+        if not self.models:
+            return f"device times from the {self.runtime} runtime (no cost model)"
+        parts = [
+            f"{name} {m['base_ms']:.3f} ms + {m['ms_per_melem']:.3f} ms/Melem"
+            for name, m in sorted(self.models.items())
+        ]
+        return "simulated device times, cost model base + rate x input elements (310P3 figures): " + "; ".join(parts)
+
+    def summary_lines(self) -> List[str]:
+        """The figures' conclusions in words: the bound and what sets it, the best NPU route against it and
+        against serial, the simulator's share of the CPU (printed by the CLI, drawn by the chart)."""
+        s, bound = self.serial, self.bound()
+        if s is None or bound is None:
+            return ["no bound: the NPU serial route did not run (see skipped)"]
+        lines = [
+            f"bound {bound:.2f} img/s = min(1/device {s.device_ms:.2f} ms, {self.cores} cores / host CPU "
+            f"{s.host_ms:.2f} ms) per image, set by the {self.bound_limit()}; host CPU from the serial route without "
+            f"the simulator's own work ({s.sim_overhead_ms:.2f} ms per image)"
+        ]
+        share = s.sim_overhead_ms / s.cpu_ms if s.cpu_ms > 0 else 0.0
+        lines.append(
+            f"simulated device's own host work: {s.sim_overhead_ms:.2f} ms of {s.cpu_ms:.2f} ms CPU per image = "
+            f"{100 * share:.1f}% (target <= 5%)"
+        )
+        npu = [r for r in self.routes if r.engine == "om" and r.route != SERIAL]
+        if npu:
+            best = max(npu, key=lambda r: r.images_per_s)
+            lines.append(
+                f"best executor route: {best.route}, {best.images_per_s:.2f} img/s = "
+                f"{100 * best.images_per_s / bound:.0f}% of the bound (target >= 90%), "
+                f"{best.images_per_s / s.images_per_s:.2f}x serial (target >= 1.8)"
+            )
+        return lines
 
     def as_dict(self) -> Dict[str, Any]:
-        return {**asdict(self), "bound_images_per_s": self.bound()}
+        routes = [{**asdict(r), "host_ms": r.host_ms} for r in self.routes]
+        return {
+            **asdict(self),
+            "routes": routes,
+            "bound_images_per_s": self.bound(),
+            "bound_limit": self.bound_limit(),
+            "cost_model": self.cost_model_text(),
+            "summary": self.summary_lines(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> BenchmarkReport:
+        """A report read back from :meth:`as_dict`'s JSON (the capacity planner's input)."""
+        names = set(cls.__dataclass_fields__)
+        route_names = set(RouteFigures.__dataclass_fields__)
+        report = cls(**{k: v for k, v in data.items() if k in names and k != "routes"})
+        report.routes = [RouteFigures(**{k: v for k, v in r.items() if k in route_names}) for r in data["routes"]]
+        return report
+
+
+def result_summary(result: Any) -> int:
+    """What an executor worker returns for one PaddleX result in the benchmark: the number of texts (or of
+    items), so that the executor does the serial route's work and no result conversion or pickling."""
+    for key in ("rec_texts", "boxes"):
+        try:
+            return len(result[key])
+        except (KeyError, TypeError):
+            continue
+    return 1
 
 
 def _figures(
@@ -117,13 +211,20 @@ def _figures(
 
 
 def _in_process(
-    route: str, engine: str, pipeline: Any, inputs: Sequence[str], repeat: int, progress: Progress
+    route: str,
+    engine: str,
+    pipeline: Any,
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+    models: Optional[Dict[str, Any]] = None,
 ) -> RouteFigures:
     """One in-process pipeline, one input at a time."""
     clock = instrument(pipeline)
     for x in inputs:  # warm-up and recording pass
         list(pipeline.predict(x))
     lat: List[float] = []
+    models0 = simulated.model_stats()
     st0, s0, c0, t0 = clock.totals(), simulated.stats(), time.process_time(), time.perf_counter()
     for _ in range(repeat):
         for x in inputs:
@@ -137,6 +238,8 @@ def _in_process(
         **{f"sim_{k}": s1[k] - s0[k] for k in _SIM_KEYS},
         **{k: st1[k] - st0[k] for k in _STAGE_KEYS},
     }
+    if models is not None:
+        models.update(_per_image(models0, simulated.model_stats(), len(lat)))
     return _figures(route, engine, 1, wall, lat, timing, 0)
 
 
@@ -156,8 +259,55 @@ def _executor(
             totals[k] += r.timing.get(k, 0.0)
         progress(route, 1)
     wall = time.perf_counter() - t0
-    totals["cpu_seconds"] += time.process_time() - c0  # the dispatcher's own CPU
-    return _figures(route, "om", workers, wall, lat, totals, errors)
+    parent = time.process_time() - c0
+    totals["cpu_seconds"] += parent  # the dispatcher's own CPU
+    figures = _figures(route, "om", workers, wall, lat, totals, errors)
+    figures.dispatch_ms = parent * 1000.0 / max(len(lat), 1)
+    return figures
+
+
+def _why(exc: BaseException) -> str:
+    """A route's failure in one line for ``skipped``: the exception's type and first line, and where."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
+    return f"{type(exc).__name__}: {first}{at}"
+
+
+def _describe_inputs(inputs: Sequence[str]) -> str:
+    """The inputs in words: their count, kind and pixel sizes (images only)."""
+    from PIL import Image  # PaddleX's dependency: the benchmark runs PaddleX
+
+    sizes, other = [], 0
+    for path in inputs:
+        try:
+            with Image.open(path) as im:
+                sizes.append(im.size)
+        except (OSError, ValueError):
+            other += 1
+    text = f"{len(inputs)} inputs"
+    if sizes:
+        ws, hs = [w for w, _ in sizes], [h for _, h in sizes]
+        w = f"{min(ws)}" if min(ws) == max(ws) else f"{min(ws)}-{max(ws)}"
+        h = f"{min(hs)}" if min(hs) == max(hs) else f"{min(hs)}-{max(hs)}"
+        text += f", {len(sizes)} images of {w} x {h} px"
+    if other:
+        text += f", {other} other files"
+    return text
+
+
+def _per_image(before: Dict[str, Dict[str, Any]], after: Dict[str, Dict[str, Any]], n: int) -> Dict[str, Any]:
+    """Each model's cost model and its calls, input elements and device ms per image over a route's timed run."""
+    out = {}
+    for name, m in after.items():
+        b = before.get(name, {})
+        out[name] = {
+            "task": m["task"],
+            "base_ms": m["base_ms"],
+            "ms_per_melem": m["ms_per_melem"],
+            **{k: (m[k] - b.get(k, 0)) / max(n, 1) for k in ("calls", "elements", "device_ms")},
+        }
+    return out
 
 
 def _close(pipeline: Any) -> None:
@@ -191,8 +341,8 @@ def _cpu_routes(
             continue
         try:
             report.routes.append(_in_process(route, engine, created, inputs, repeat, progress))
-        except ImportError as exc:  # a package the engine imports only when it runs: the other figures are kept
-            report.skipped[route] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # this route fails here: the others' figures are kept
+            report.skipped[route] = _why(exc)
         finally:
             _close(created)
 
@@ -216,17 +366,29 @@ def run_benchmark(
     os.environ.update(env or {})
     os.environ[envs.RUNTIME.name] = runtime
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
+    report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
-    serial = create_on_device(pipeline, 0, create_kwargs)
+    serial = create_on_device(pipeline, 0, create_kwargs)  # a pipeline that does not load fails the run: no route
     try:
-        report.routes.append(_in_process(SERIAL, "om", serial, inputs, repeat, progress))
+        report.routes.append(_in_process(SERIAL, "om", serial, inputs, repeat, progress, report.models))
+    except Exception as exc:
+        report.skipped[SERIAL] = _why(exc)
     finally:
         _close(serial)
     for k in workers:
-        with ParallelExecutor(
-            pipeline, workers_per_device=k, create_kwargs=create_kwargs, runtime=runtime, stages=True
-        ) as ex:
-            report.routes.append(_executor(ex, inputs, repeat, k, progress))
+        route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
+        try:
+            with ParallelExecutor(
+                pipeline,
+                workers_per_device=k,
+                create_kwargs=create_kwargs,
+                runtime=runtime,
+                stages=True,
+                transform=result_summary,
+            ) as ex:
+                report.routes.append(_executor(ex, inputs, repeat, k, progress))
+        except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
+            report.skipped[route] = _why(exc)
     _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report

@@ -4,16 +4,20 @@ It is the CPU reference :class:`~.reference.InferSession` (same contract, same c
 model replaced by a device model:
 
 - **outputs are real**: the reference runtime's outputs, computed once (a *recording* pass) and stored under a
-  digest of the inputs (SHA-1 of every input's name, dtype, shape and bytes) in a replay store
+  digest of the inputs (XXH3-128 of every input's name, dtype, shape and bytes) in a replay store
   (``$PADDLEX_NPU_SIM_STORE``, default ``~/.cache/paddlex_npu/simulated/<model sha256>/``). A replayed call
-  spends no CPU on the model, only the digest and mapping the stored outputs (counted as ``replay_ms``). An
-  input never seen is computed with ONNX Runtime, stored, and counted (:func:`stats` ``computed``; logged when
-  the session is freed);
+  spends no CPU on the model, only the digest (about a memory read of the inputs, as a host-to-device copy)
+  and mapping the stored outputs copy-on-write (counted as ``replay_ms``). An input never seen is computed
+  with ONNX Runtime, stored, and counted (:func:`stats` ``computed``; logged when the session is freed);
 - **device time** comes from a cost model, ``base_ms + ms_per_melem * (input elements / 1e6)`` (see
   :func:`default_cost` for how the defaults follow from the published 310P3 figures);
-- **the GIL is held** for that time, as ais_bench's bindings hold it for the whole device call: the wait is
-  libc ``nanosleep`` called through :class:`ctypes.PyDLL` (which keeps the GIL), so no other Python thread of
-  the process runs and no CPU is burnt;
+- **the GIL is held from entry to return** of a replayed call, as ais_bench's bindings hold it for the whole
+  device call: every blocking or long step is a C function called through :class:`ctypes.PyDLL` (which keeps
+  the GIL): the digest (XXH3 of the ``xxhash`` package's own library: its Python API releases the GIL on large
+  buffers, as ``hashlib`` does), opening and mapping the stored outputs (libc ``open``/``mmap``), the device
+  lock (``flock``/``pread``/``pwrite``) and the wait for the device time (``clock_nanosleep``: no CPU burnt).
+  No other Python thread of the process runs meanwhile. A call on an input never seen runs ONNX Runtime,
+  which releases the GIL (a recording pass, not a measured one);
 - **one device is one device**: device time is serialised across all processes that use the same device id
   and lock folder (``$PADDLEX_NPU_SIM_LOCKS``): a FIFO of slots kept in one lock file per device id
   (:class:`DeviceLock`); a call waits for its slot and for its device time with the GIL held, as a process
@@ -30,9 +34,8 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import json
 import os
-import shutil
-import struct
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+import xxhash._xxhash as _xxhash_ext
 
 from .. import envs
 from ..config import SimulationConfig
@@ -87,6 +91,51 @@ class _Timespec(ctypes.Structure):
 _LIBC = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held during each call
 _LIBC.nanosleep.argtypes = [ctypes.POINTER(_Timespec), ctypes.POINTER(_Timespec)]
 _LIBC.flock.argtypes = [ctypes.c_int, ctypes.c_int]
+_LIBC.open.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_LIBC.close.argtypes = [ctypes.c_int]
+_LIBC.lseek.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_int]
+_LIBC.lseek.restype = ctypes.c_long
+_LIBC.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+_LIBC.pread.restype = ctypes.c_ssize_t
+_LIBC.pwrite.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+_LIBC.pwrite.restype = ctypes.c_ssize_t
+_LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_LIBC.mmap.restype = ctypes.c_void_p
+_LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _check(result: int) -> int:
+    """A libc result, or the OSError its errno names."""
+    if result == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+class _XXH128(ctypes.Structure):
+    _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
+
+
+def _xxh3_library() -> ctypes.PyDLL:
+    """XXH3's streaming functions from the ``xxhash`` package's extension, called with the GIL held."""
+    lib = ctypes.PyDLL(_xxhash_ext.__file__)
+    try:
+        lib.XXH3_createState.restype = ctypes.c_void_p
+        lib.XXH3_freeState.argtypes = [ctypes.c_void_p]
+        lib.XXH3_128bits_reset.argtypes = [ctypes.c_void_p]
+        lib.XXH3_128bits_update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        lib.XXH3_128bits_digest.argtypes = [ctypes.c_void_p]
+        lib.XXH3_128bits_digest.restype = _XXH128
+    except AttributeError as exc:  # a build of xxhash that hides its C symbols
+        raise ImportError(
+            f"the simulated device needs XXH3 from the xxhash package's library ({_xxhash_ext.__file__}), which "
+            f"does not export it ({exc}): install the PyPI wheel, pip install 'xxhash>=3.0'"
+        ) from exc
+    return lib
+
+
+_XXH3 = _xxh3_library()
 
 
 def _flock(fd: int, op: int) -> bool:
@@ -141,10 +190,12 @@ class DeviceLock:
             while not _flock(self._fd, fcntl.LOCK_EX):
                 pass  # EINTR: Python's signal handlers ran between the calls
             try:
-                raw = os.pread(self._fd, 8, 0)
-                busy_until = struct.unpack("d", raw)[0] if len(raw) == 8 else 0.0
-                start = max(monotonic(), busy_until)
-                os.pwrite(self._fd, struct.pack("d", start + seconds), 0)
+                # libc, not os.pread/os.pwrite: those release the GIL
+                slot = ctypes.c_double(0.0)
+                got = _check(_LIBC.pread(self._fd, ctypes.byref(slot), 8, 0))
+                start = max(monotonic(), slot.value if got == 8 else 0.0)
+                slot.value = start + seconds
+                _check(_LIBC.pwrite(self._fd, ctypes.byref(slot), 8, 0))
             finally:
                 _flock(self._fd, fcntl.LOCK_UN)
         return start, start + seconds
@@ -182,43 +233,141 @@ def default_lock_dir() -> Path:
 
 
 def feed_digest(feed: Dict[str, np.ndarray]) -> str:
-    """SHA-1 of every input's name, dtype, shape and bytes."""
-    h = hashlib.sha1()
-    for name, arr in feed.items():
-        h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
-        h.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
-    return h.hexdigest()
+    """XXH3-128 of every input's name, dtype, shape and bytes, computed with the GIL held (:data:`_XXH3`)."""
+    state = _XXH3.XXH3_createState()
+    if not state:
+        raise MemoryError("XXH3_createState")
+    try:
+        _XXH3.XXH3_128bits_reset(state)
+        for name, arr in feed.items():
+            arr = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
+            meta = f"{name}|{arr.dtype.str}|{arr.shape}|".encode()
+            _XXH3.XXH3_128bits_update(state, meta, len(meta))
+            _XXH3.XXH3_128bits_update(state, arr.ctypes.data, arr.nbytes)
+        h = _XXH3.XXH3_128bits_digest(state)
+    finally:
+        _XXH3.XXH3_freeState(state)
+    return f"{h.high64:016x}{h.low64:016x}"
+
+
+_MAGIC = b"PXNSIM01"  # then the header's length (uint64), the JSON header, the outputs at 64-byte offsets
+_ALIGN = 64
+
+
+def _data_start(header_length: int) -> int:
+    """Where a replay file's outputs begin: after magic, length and header, at a 64-byte boundary."""
+    return -(-(16 + header_length) // _ALIGN) * _ALIGN
+
+
+_UNMAP_SECONDS = [0.0]  # CPU time of unmapping replayed outputs (when the pipeline frees them): the simulator's
+
+
+class _Mapping:
+    """A private (copy-on-write) map of one stored file; unmapped when the last array over it is freed."""
+
+    def __init__(self, address: int, size: int) -> None:
+        self.address, self.size = address, size
+        self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False), "version": 3}
+
+    def __del__(self) -> None:
+        c0 = time.thread_time()
+        _LIBC.munmap(self.address, self.size)
+        _UNMAP_SECONDS[0] += time.thread_time() - c0  # no lock: a finalizer may run inside a locked section
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A stored call kept open: its file, size and outputs (byte offset, byte count, dtype, shape)."""
+
+    fd: int
+    size: int
+    outputs: Tuple[Tuple[int, int, np.dtype, Tuple[int, ...]], ...]
 
 
 class ReplayStore:
-    """Outputs by input digest: a folder per call with one ``.npy`` per output, written atomically (processes
-    may record the same input at once). Replayed outputs are private copy-on-write maps of those files: the
-    model's outputs are read from the page cache as the pipeline uses them, with no copy up front."""
+    """Outputs by input digest: one file per call (all its outputs), written atomically (processes may record
+    the same input at once). Replayed outputs are private copy-on-write maps of that file, opened and mapped
+    through libc with the GIL held: the model's outputs are read from the page cache as the pipeline uses
+    them, with no copy up front. The last ``keep_open`` files stay open with their headers read, so a replay
+    is one ``mmap``."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, keep_open: int = 256) -> None:
         self.folder = Path(folder)
+        self._prefix = os.fsencode(self.folder) + b"/"
+        self._open: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
+        self._keep_open = keep_open
 
     def _path(self, digest: str) -> Path:
-        return self.folder / digest[:2] / digest
+        return self.folder / digest[:2] / f"{digest}.out"
 
     def get(self, digest: str, count: int) -> Optional[List[np.ndarray]]:
-        path = self._path(digest)
+        entry = self._open.get(digest)
+        if entry is None:
+            entry = self._load(digest, count)
+            if entry is None:
+                return None
+        else:
+            self._open.move_to_end(digest)
+        address = _LIBC.mmap(None, entry.size, 0x1 | 0x2, 0x02, entry.fd, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE
+        if address in (None, _MAP_FAILED):
+            _check(-1)
+        whole = np.asarray(_Mapping(address, entry.size))
+        return [whole[at : at + n].view(dtype).reshape(shape) for at, n, dtype, shape in entry.outputs]
+
+    def _load(self, digest: str, count: int) -> Optional[_Entry]:
+        """Open a stored call and read its header (libc with the GIL held); None if it was never recorded."""
+        fd = _LIBC.open(self._prefix + f"{digest[:2]}/{digest}.out".encode(), os.O_RDONLY | os.O_CLOEXEC)
+        if fd == -1:
+            err = ctypes.get_errno()
+            if err == errno.ENOENT:
+                return None
+            raise OSError(err, os.strerror(err), str(self._path(digest)))
         try:
-            return [np.asarray(np.load(path / f"{i}.npy", mmap_mode="c")) for i in range(count)]
-        except FileNotFoundError:
-            return None
+            size = _check(_LIBC.lseek(fd, 0, os.SEEK_END))
+            head = ctypes.create_string_buffer(16)
+            got = _check(_LIBC.pread(fd, head, 16, 0))
+            if got < 16 or head.raw[:8] != _MAGIC:
+                raise OSError(f"{self._path(digest)} is no replay file (a store of another version?): delete it")
+            length = int.from_bytes(head.raw[8:16], "little")
+            text = ctypes.create_string_buffer(length)
+            _check(_LIBC.pread(fd, text, length, 16))
+            header = json.loads(text.raw)
+            if len(header) != count:
+                raise OSError(f"{self._path(digest)} holds {len(header)} outputs, the model has {count}: delete it")
+        except BaseException:
+            _LIBC.close(fd)
+            raise
+        start = _data_start(length)
+        outputs = tuple((start + h["at"], h["nbytes"], np.dtype(h["dtype"]), tuple(h["shape"])) for h in header)
+        entry = _Entry(fd, size, outputs)
+        self._open[digest] = entry
+        while len(self._open) > self._keep_open:
+            _LIBC.close(self._open.popitem(last=False)[1].fd)
+        return entry
+
+    def close(self) -> None:
+        """Close the files kept open."""
+        while self._open:
+            _LIBC.close(self._open.popitem()[1].fd)
 
     def put(self, digest: str, outputs: List[np.ndarray]) -> None:
         path = self._path(digest)
         path.parent.mkdir(parents=True, exist_ok=True)
+        header, offset = [], 0
+        for out in outputs:
+            if out.dtype.hasobject:
+                raise TypeError(f"the simulated device stores numeric outputs only, not {out.dtype}")
+            header.append({"dtype": out.dtype.str, "shape": list(out.shape), "nbytes": out.nbytes, "at": offset})
+            offset += -(-out.nbytes // _ALIGN) * _ALIGN
+        text = json.dumps(header).encode()
+        start = _data_start(len(text))
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.mkdir(exist_ok=True)
-        for i, out in enumerate(outputs):
-            np.save(tmp / f"{i}.npy", out)
-        try:
-            os.rename(tmp, path)
-        except OSError:  # recorded meanwhile by another process: same outputs, keep theirs
-            shutil.rmtree(tmp, ignore_errors=True)
+        with open(tmp, "wb") as f:
+            f.write(_MAGIC + len(text).to_bytes(8, "little") + text)
+            for h, out in zip(header, outputs):
+                f.write(b"\0" * (start + h["at"] - f.tell()))
+                f.write(memoryview(np.ascontiguousarray(out)).cast("B"))
+        os.replace(tmp, path)  # a copy recorded meanwhile by another process holds the same outputs
 
 
 def model_key(onnx_path: str) -> str:
@@ -247,19 +396,34 @@ class SimStats:
 
 _STATS = SimStats()
 _STATS_LOCK = threading.Lock()
+_MODELS: Dict[str, Dict[str, float]] = {}  # model folder -> its cost model and counters, in this process
 
 
 def stats() -> Dict[str, float]:
     """A snapshot of this process's counters: calls, replayed, computed (inputs never seen), device_ms, and the
-    simulation's own host time: replay_ms (digest + load), compute_ms (ONNX Runtime on inputs never seen)."""
+    simulation's own host work: replay_ms (digest, mapping and unmapping, CPU time of the threads), compute_ms (ONNX
+    Runtime on inputs never seen, wall time)."""
     with _STATS_LOCK:
-        return asdict(_STATS)
+        out = asdict(_STATS)
+    out["replay_ms"] += _UNMAP_SECONDS[0] * 1000.0
+    return out
 
 
-def _count(**deltas: float) -> None:
+def model_stats() -> Dict[str, Dict[str, float]]:
+    """Per model (its folder's name) of this process: ``task``, the cost model (``base_ms``, ``ms_per_melem``)
+    and what its calls cost: ``calls``, ``elements`` (input elements, summed), ``device_ms``."""
+    with _STATS_LOCK:
+        return {name: dict(m) for name, m in _MODELS.items()}
+
+
+def _count(model: str, elements: int, **deltas: float) -> None:
     with _STATS_LOCK:
         for key, value in deltas.items():
             setattr(_STATS, key, getattr(_STATS, key) + value)
+        m = _MODELS[model]
+        m["calls"] += 1
+        m["elements"] += elements
+        m["device_ms"] += deltas["device_ms"]
 
 
 # ---- the session ---------------------------------------------------------------------------------------------
@@ -292,31 +456,46 @@ class SimulatedSession(InferSession):
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
         self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # monotonic() (start, end)
         self._own = SimStats()
+        self._model = Path(self.onnx_path).parent.name
+        with _STATS_LOCK:
+            _MODELS.setdefault(
+                self._model,
+                {
+                    "task": task or "",
+                    "base_ms": self.cost.base_ms,
+                    "ms_per_melem": self.cost.ms_per_melem,
+                    "calls": 0,
+                    "elements": 0,
+                    "device_ms": 0.0,
+                },
+            )
 
     def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
-        t0 = time.perf_counter()
+        c0 = time.thread_time()  # the simulator's own work as CPU time: a busy machine does not inflate it
         digest = feed_digest(feed)
         outputs = self.store.get(digest, len(self._om.output_names))
-        t1 = time.perf_counter()
+        c1, t1 = time.thread_time(), time.perf_counter()
         computed = outputs is None
         if outputs is None:
             outputs = [np.ascontiguousarray(o) for o in self._om.run(feed)]
             self.store.put(digest, outputs)
         t2 = time.perf_counter()
-        device_ms = self.cost.device_ms(sum(int(a.size) for a in feed.values()))
-        start, end = self.device.run(device_ms / 1000.0)
+        elements = sum(int(a.size) for a in feed.values())
+        device_ms = self.cost.device_ms(elements)
+        start, end = self.device.reserve(device_ms / 1000.0)
         self.device_intervals.append((start, end))
         deltas = {
             "calls": 1,
             "replayed": int(not computed),
             "computed": int(computed),
             "device_ms": (end - start) * 1000.0,
-            "replay_ms": (t1 - t0) * 1000.0,
+            "replay_ms": (c1 - c0) * 1000.0,
             "compute_ms": (t2 - t1) * 1000.0,
         }
-        _count(**deltas)
+        _count(self._model, elements, **deltas)
         for key, value in deltas.items():
             setattr(self._own, key, getattr(self._own, key) + value)
+        gil_sleep_until(end)  # last: the bookkeeping is done before, so nothing runs between the wait and return
         return outputs
 
     def free_resource(self) -> None:
@@ -331,6 +510,7 @@ class SimulatedSession(InferSession):
                 s.computed,
                 s.device_ms,
             )
+        self.store.close()
         super().free_resource()
 
     def __repr__(self) -> str:

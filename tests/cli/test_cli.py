@@ -106,6 +106,14 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     assert figures["routes"][0]["device_ms"] > 0
     assert all("3.5+" in why for why in figures["skipped"].values()), figures["skipped"]
     assert "img/s" in out.stdout and "bound" in out.stdout and "%|" in out.stderr  # the progress bar
+    # what the chart's header and the planner read: models with their cost model, inputs, the bound's basis
+    assert sorted(figures["models"]) == ["PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec"]
+    assert all(m["calls"] > 0 and m["base_ms"] > 0 for m in figures["models"].values())
+    assert figures["input_desc"].startswith("2 inputs, 2 images of")
+    assert figures["bound_limit"] in ("device", "host CPU")
+    serial = figures["routes"][0]
+    assert 0 < serial["sim_overhead_ms"] and serial["host_ms"] == serial["cpu_ms"] - serial["sim_overhead_ms"]
+    assert "simulated device's own host work" in out.stdout and "without the simulator's own work" in out.stdout
     assert Image.open(tmp_path / "b.png").size[0] > 800
 
 

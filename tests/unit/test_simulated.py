@@ -3,6 +3,7 @@ held, and one device shared by processes without overlap (proved from recorded i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -105,6 +106,59 @@ def test_the_gil_is_held_for_the_device_time(tmp_path):
     assert len([x for x in ticks if c0 < x < c1]) >= 10  # the control: the thread does run when it may
 
 
+@pytest.fixture
+def no_timed_switches():
+    """The interpreter takes the GIL from a thread only after the switch interval: at 30 s it never does in a
+    test, so another thread runs only where the holder releases the GIL itself (blocking calls, I/O, hashlib)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    yield
+    sys.setswitchinterval(old)
+
+
+def test_a_replayed_call_on_a_large_input_holds_the_gil_from_entry_to_return(tmp_path, no_timed_switches):
+    """A 15.7 MB input (a large recognition batch is ~4 MB): a thread recording timestamps records none between
+    the call's entry and return, digest and mapped outputs included. The same thread does record during
+    hashlib's SHA-1 of that input (which releases the GIL), so the check can see a release."""
+    sim = session(tmp_path, base_ms=5.0)
+    big = [np.random.default_rng(3).random((8, 3, 256, 640), dtype=np.float32), np.zeros((8, 2), np.int32)]
+    sizes = [big[0].nbytes, 64]
+    first = sim.infer(big, mode="dymshape", custom_sizes=sizes)  # recording: ONNX Runtime, which releases it
+    stop, ticks = threading.Event(), []
+    t = threading.Thread(target=_ticker, args=(stop, ticks), daemon=True)
+    t.start()
+    calls, sha = [], []
+    try:
+        for _ in range(3):
+            time.sleep(0.01)  # the ticker gets the GIL, and wants it back while the call runs
+            t0 = monotonic()
+            out = sim.infer(big, mode="dymshape", custom_sizes=sizes)
+            calls.append((t0, monotonic()))
+        time.sleep(0.01)
+        t0 = monotonic()
+        hashlib.sha1(memoryview(big[0]).cast("B")).hexdigest()
+        sha.append((t0, monotonic()))
+        time.sleep(0.01)
+    finally:
+        stop.set()
+        t.join()
+    np.testing.assert_array_equal(out[0], first[0])
+    inside = [x for x in ticks for t0, t1 in calls if t0 < x < t1]
+    assert inside == [], f"a thread ran during a simulated call: {inside}, calls {calls}"
+    assert any(t0 < x < t1 for x in ticks for t0, t1 in sha)  # the control: a release is seen
+
+
+def test_replayed_outputs_are_private_copies_on_write(tmp_path):
+    sim = session(tmp_path)
+    f = feeds(5)
+    first = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    again = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    assert again[0].flags.writeable
+    again[0][...] = -1.0  # the pipeline may write into an output
+    third = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    np.testing.assert_array_equal(third[0], first[0])
+
+
 CHILD = textwrap.dedent(
     """
     import json, sys, time
@@ -172,3 +226,22 @@ def test_two_processes_on_two_devices_overlap(tmp_path):
     a, b = _run_two(tmp_path, [0, 1])
     busy = sum(e - s for s, e in a)
     assert _overlap(a, b) > 0.5 * busy  # mostly simultaneous (generous: a busy machine may delay one)
+
+
+def test_the_store_keeps_a_bounded_number_of_files_open(tmp_path):
+    store = simulated.ReplayStore(tmp_path / "store", keep_open=2)
+    outs = {f"{k:032x}": [np.full((2, 3), k, np.float32), np.arange(k + 1, dtype=np.int64)] for k in range(4)}
+    for digest, o in outs.items():
+        store.put(digest, o)
+    for _ in range(2):
+        for digest, o in outs.items():
+            got = store.get(digest, 2)
+            assert [g.dtype for g in got] == [np.float32, np.int64]
+            for g, w in zip(got, o):
+                np.testing.assert_array_equal(g, w)
+    assert len(store._open) == 2
+    assert store.get("f" * 32, 2) is None
+    with pytest.raises(OSError, match="holds 2 outputs, the model has 3: delete it"):
+        simulated.ReplayStore(tmp_path / "store").get(next(iter(outs)), 3)
+    store.close()
+    assert not store._open
