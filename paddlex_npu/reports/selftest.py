@@ -228,12 +228,15 @@ def _compare_ranges(name: str, man: Any, acl: Any, desc: Any) -> Check:
             problems.append(f"{spec.name}: ACL reports {len(got)} dims, the manifest {len(want)}")
             continue
         for j, ((lo, hi), (alo, ahi)) in enumerate(zip(want, got)):
-            if hi == -1:
-                unbounded.append({"input": spec.name, "dim": j, "manifest": [lo, hi], "acl": [alo, ahi]})
-            elif not has_range and lo != hi:
-                unbounded.append({"input": spec.name, "dim": j, "manifest": [lo, hi], "acl": [alo, ahi]})
-            elif [lo, hi] != [alo, ahi] and not (not has_range and lo == hi and alo == lo):
+            entry = {"input": spec.name, "dim": j, "manifest": [lo, hi], "acl": [alo, ahi]}
+            if has_range:
+                wrong = hi != -1 and [lo, hi] != [alo, ahi]
+            else:  # get_input_dims: a fixed dim is its value, a dynamic one -1; the range itself is not told
+                wrong = alo != (lo if lo == hi else -1)
+            if wrong:
                 problems.append(f"{spec.name} dim {j}: manifest [{lo}, {hi}], ACL [{alo}, {ahi}]")
+            elif hi == -1 or (lo != hi and not has_range):
+                unbounded.append(entry)  # how ACL reports it is not documented (or not readable): recorded
     call = "get_input_dims_range" if has_range else "get_input_dims (this pyACL has no get_input_dims_range)"
     data = {"mode": "dymshape", "call": call, "inputs": per_input, "unbounded": unbounded}
     if problems:

@@ -9,8 +9,11 @@ and here, so a mistake that would fail on the device fails here too.
 As on the device, a failing device-side check raises ``RuntimeError("[-1][ACL: general failure] ")`` and prints
 its detail to stdout (ais_bench's ``ERROR_LOG``); the Python-side checks of ais_bench's ``interface.py`` keep
 their own texts. Known, documented differences from a real OM:
-- output descriptor names are the ONNX names (an OM reports ``"<op>:<index>:<name>"``);
+- output descriptor names are the ONNX names (an OM reports ``"<op>:<index>:<name>"``); their format is 0, as
+  ais_bench's own ``add_model`` OM reports (``test_get_inputs_outputs.py``);
 - ``size``/``realsize`` follow the CANN rules for static and range (``dymshape``) models.
+The full table is in ``docs/runtimes.md``; ais_bench's own test cases run against this class in
+``tests/unit/test_upstream_aclruntime.py``.
 """
 
 from __future__ import annotations

@@ -11,15 +11,15 @@ import sys
 import pytest
 
 from paddlex_npu.build.convert import convert
-from paddlex_npu.reports.selftest import MODELS, PASS, run_selftest
+from paddlex_npu.reports.selftest import MODELS, PASS, _manifest_vs_acl, run_selftest
 
 # Gears that make the route pad (rec width 320 -> 480, det 160x640 -> 320x640) and crop again.
 MODES = {
     "dymshape": {"mode": "dymshape"},
     "gears": {
         "mode": "gears",
-        "PP-OCRv4_mobile_det": {"gears": "320,640;640,960"},
-        "PP-OCRv4_mobile_rec": {"gears": "1,480;6,3200"},
+        "PP-OCRv4_mobile_det": {"gears": "320,640;480,640"},
+        "PP-OCRv4_mobile_rec": {"gears": "1,480;2,960"},
     },
     "static": {
         "mode": "static",
@@ -49,8 +49,8 @@ def test_selftest_passes_on_the_reference_runtime_in_every_mode(om_roots, mode):
     versus = {c.name: c for c in report.checks if c.name.startswith("manifest")}
     rec = versus["manifest PP-OCRv4_mobile_rec vs ACL"].data
     if mode == "gears":  # dims gears as ACL reports them: every dim of the input, not only the -1 values
-        assert rec["mode"] == "dymdims" and rec["manifest_gears"] == [[1, 480], [6, 3200]]
-        assert rec["acl"] == [[1, 3, 48, 480], [6, 3, 48, 3200]]
+        assert rec["mode"] == "dymdims" and rec["manifest_gears"] == [[1, 480], [2, 960]]
+        assert rec["acl"] == [[1, 3, 48, 480], [2, 3, 48, 960]]
     if mode == "dymshape":  # convert's ranges, as ACL reports them
         assert "unbounded" in rec and all(i["acl"] == i["manifest"] for i in rec["inputs"]), rec
 
@@ -71,3 +71,46 @@ def test_selftest_cli_on_the_reference_runtime_writes_a_passing_report(om_roots,
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["ok"] and report["machine"]["runtime"] == "reference"
     assert all(c["status"] == PASS for c in report["checks"])
+
+
+def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_path):
+    """run_selftest(runtime="ais_bench") end to end without an NPU: ais_bench's InferSession stood in for by the
+    reference session (the same contract), pyACL by ReferenceAcl. Exercises the device-only path of the acceptance
+    code (ais_bench check, route ais_bench vs reference, aclInit/set/reset around the manifest check)."""
+    import shutil
+    import types
+    from pathlib import Path
+
+    from paddlex_npu.om import manifest as mf
+    from paddlex_npu.run import ais
+    from paddlex_npu.run.reference import InferSession
+    from paddlex_npu.run.reference_acl import ReferenceAcl
+
+    class StandIn(InferSession):
+        """An OM knows how ATC built it: the stand-in reads that from the package's manifest."""
+
+        def __init__(self, device_id, model_path, acl_json_path=None, debug=False, loop=1):
+            manifest = mf.load(Path(model_path).with_name(mf.MANIFEST_NAME))
+            super().__init__(device_id, model_path, acl_json_path, debug, loop, manifest=manifest)
+
+    root = shutil.copytree(om_roots["gears"], tmp_path / "root")
+    for model in MODELS:
+        (root / model / "inference.om").write_bytes(b"stand-in")  # the device path wants the OM file itself
+    interface = types.ModuleType("ais_bench.infer.interface")
+    interface.InferSession = StandIn  # the ONNX beside inference.om, under the package's manifest
+    for name, module in (
+        ("ais_bench", types.ModuleType("ais_bench")),
+        ("ais_bench.infer", types.ModuleType("ais_bench.infer")),
+        ("ais_bench.infer.interface", interface),
+        ("acl", None),  # no pyACL module: contexts and the chip check at load are skipped, as without CANN
+    ):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(ais, "PROCESS", ais._Process())
+    acl = ReferenceAcl("Ascend310P3")
+    report = run_selftest(root, runtime="ais_bench", acl=acl)
+    assert report.ok, report.to_json()
+    assert [c.name for c in report.checks][:2] == ["ais_bench", "pyACL"]
+    assert "route PP-OCRv4_mobile_rec: ais_bench vs reference" in [c.name for c in report.checks]
+    assert acl.devices == {0: 0} and acl.initialised is False  # set and reset; initialised and finalized by the check
+    other = _manifest_vs_acl(ReferenceAcl("Ascend910B4"), root, MODELS[1], 0)
+    assert other.status == "fail" and other.detail.startswith("the OM was built for Ascend310P3, this device is")
