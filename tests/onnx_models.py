@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import onnx
 from onnx import TensorProto, helper
@@ -79,3 +80,11 @@ def nonzero_model(path: Path) -> Path:
     one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
     nodes = [helper.make_node("NonZero", ["x"], ["idx"]), helper.make_node("Add", ["x", "one"], ["y"])]
     return _save(helper.make_graph(nodes, "nonzero", [x], [idx, y], [one]), path)
+
+
+def tiny_package(folder: Path, model: Callable[[Path], Path] = two_input_model, name: str = "test") -> Path:
+    """A PaddleX model folder as the route reads it: ``inference.yml`` (``Global.model_name``) beside the
+    ``inference.onnx`` of one of the graphs above (no manifest: the runtime derives one)."""
+    model(folder / "inference.onnx")
+    (folder / "inference.yml").write_text(f"Global:\n  model_name: {name}\n")
+    return folder
