@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import onnx
 from onnx import TensorProto, helper
@@ -95,3 +96,11 @@ def add_model(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
+
+
+def tiny_package(folder: Path, model: Callable[[Path], Path] = two_input_model, name: str = "test") -> Path:
+    """A PaddleX model folder as the route reads it: ``inference.yml`` (``Global.model_name``) beside the
+    ``inference.onnx`` of one of the graphs above (no manifest: the runtime derives one)."""
+    model(folder / "inference.onnx")
+    (folder / "inference.yml").write_text(f"Global:\n  model_name: {name}\n")
+    return folder

@@ -111,17 +111,19 @@ def run_info(args: argparse.Namespace) -> int:
 
 def runtime_line() -> Tuple[str, bool]:
     """(the info line of the runtime $PADDLEX_NPU_RUNTIME chooses, whether that value is one the route takes)."""
-    from ..run.session import DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES
+    from ..run.session import DEFAULT_RUNTIME, RUNTIMES
+
+    name = envs.RUNTIME.name
 
     value = envs.runtime()
     if value and value not in RUNTIMES:
         return (
-            f"- runtime: {value} [x] INVALID: {RUNTIME_ENV}={value} is none of {', '.join(RUNTIMES)}, and the "
-            f"NPU route refuses it: set one of them ({RUNTIME_ENV}=reference for the CPU) or unset it "
+            f"- runtime: {value} [x] INVALID: {name}={value} is none of {', '.join(RUNTIMES)}, and the "
+            f"NPU route refuses it: set one of them ({name}=reference for the CPU) or unset it "
             f"for the default, {DEFAULT_RUNTIME}",
             False,
         )
-    return f"- runtime: {value or DEFAULT_RUNTIME} (set {RUNTIME_ENV}=reference for the CPU)", True
+    return f"- runtime: {value or DEFAULT_RUNTIME} (set {name}=reference for the CPU)", True
 
 
 COMMANDS = (

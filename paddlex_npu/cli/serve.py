@@ -11,8 +11,9 @@ from .common import Command, add_commands, fail
 def run_serve(args: argparse.Namespace) -> int:
     from ..deps import require
     from ..errors import PaddlexNpuError
+    from ..paddlex.pipelines import load_config
     from ..serve.http import ServeOptions, serve
-    from ..serve.route import load_config, parse_devices
+    from ..serve.route import parse_devices
 
     try:
         for module in ("fastapi", "uvicorn"):  # PaddleX's serving app: its `serving` extra, not installed by default

@@ -28,7 +28,6 @@ from .adapter import wrap_bound
 from .pipelines import portable_result, restore_result
 from .record import PatchRecord
 
-WORKERS_ENV = envs.WORKERS_PER_DEVICE.name
 _factory: Optional[Callable[..., Any]] = None
 
 
@@ -59,7 +58,9 @@ def asks_for_om(use_hpip: Any, hpi_config: Any, engine: Optional[str], engine_co
 def workers_per_device() -> int:
     raw = envs.workers_per_device()
     if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"{WORKERS_ENV}={raw!r} is not a positive number of worker processes per device")
+        raise ConfigError(
+            f"{envs.WORKERS_PER_DEVICE.name}={raw!r} is not a positive number of worker processes per device"
+        )
     return int(raw)
 
 
@@ -165,7 +166,7 @@ def _init(original: Callable[..., Any], bound: Dict[str, Any], args: tuple, kwar
         config.get("pipeline_name", type(self).__name__),
         bound["device"],
         k,
-        WORKERS_ENV,
+        envs.WORKERS_PER_DEVICE.name,
     )
 
 

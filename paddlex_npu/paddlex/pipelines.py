@@ -1,4 +1,5 @@
-"""A PaddleX pipeline on one NPU, as the executor's worker processes create it (both PaddleX generations)."""
+"""A PaddleX pipeline (or model) on one NPU on the route, as the executor's workers, the servers and the Triton
+models create it (both PaddleX generations), and the one reader of pipeline configs (:func:`load_config`)."""
 
 from __future__ import annotations
 
@@ -74,10 +75,64 @@ def create_on_device(
     return _create(pipeline, device_kwargs(create_kwargs, device_id))
 
 
-def load_config(pipeline: Union[str, Dict[str, Any]]) -> Dict[str, Any]:
-    """A pipeline's config dict (a name or YAML path read by PaddleX); a dict or model spec as given."""
+def hpi_config(config: Dict[str, Any], device_id: int, runtime: Optional[str] = None) -> Dict[str, Any]:
+    """The ``hpi_config`` of the NPU route for one device: the config's own (top level), with backend ``om`` on
+    ``npu``, this device, and ``runtime`` (when given) in ``backend_config``."""
+    hpi = copy.deepcopy(config.get("hpi_config") or {})
+    hpi.setdefault("backend", "om")
+    hpi.setdefault("device_type", "npu")
+    hpi["device_id"] = device_id
+    if runtime:
+        hpi["backend_config"] = {**(hpi.get("backend_config") or {}), "runtime": runtime}
+    return hpi
+
+
+def pipeline_on_device(config: Dict[str, Any], device_id: int, runtime: Optional[str] = None) -> Any:
+    """The PaddleX pipeline of a config dict on the route on ``npu:<device_id>``, its own ``hpi_config`` kept
+    (:func:`hpi_config`), ``runtime`` in its ``backend_config`` when given."""
+    kwargs = {"use_hpip": True, "hpi_config": hpi_config(config, device_id, runtime)}
+    return create_on_device({k: v for k, v in config.items() if k not in kwargs}, device_id, kwargs)
+
+
+def model_on_device(
+    model_dir: Union[str, Path],
+    model_name: str,
+    device_id: int,
+    runtime: Optional[str] = None,
+    batch_size: int = 1,
+    hpi: Optional[Dict[str, Any]] = None,
+) -> Any:
+    """One PaddleX model (predictor) on the route on ``npu:<device_id>``."""
+    if not is_installed():
+        install()
+    from paddlex import create_predictor
+
+    return create_predictor(
+        model_name,
+        model_dir=str(model_dir),
+        device=f"npu:{device_id}",
+        batch_size=batch_size,
+        use_hpip=True,
+        hpi_config=hpi_config({"hpi_config": hpi} if hpi else {}, device_id, runtime),
+    )
+
+
+def load_config(pipeline: Union[str, Path, Dict[str, Any]]) -> Dict[str, Any]:
+    """A pipeline's config dict: a copy of a dict (or :func:`model_spec`); a YAML file read and checked (a
+    :class:`ConfigError` naming the file and what is wrong); a pipeline name read from PaddleX's own configs."""
     if isinstance(pipeline, dict):
-        return pipeline
+        return copy.deepcopy(pipeline)
+    path = Path(pipeline)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        import yaml
+
+        try:
+            config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"pipeline config {path}: {exc}") from exc
+        if not isinstance(config, dict) or "pipeline_name" not in config:
+            raise ConfigError(f"pipeline config {path}: a PaddleX pipeline YAML with `pipeline_name` is needed")
+        return config
     from paddlex.inference.pipelines import load_pipeline_config
 
     return load_pipeline_config(str(pipeline))

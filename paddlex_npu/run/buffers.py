@@ -30,7 +30,6 @@ MIN_BYTES = 64 * 1024
 INITIAL_BYTES_PER_INPUT_BYTE = 16
 HEADROOM = 1.25
 MAX_BYTES = 16 * 1024**3
-BUDGET_ENV = envs.MEMORY_BUDGET.name
 DEFAULT_BUDGET = 1024**3  # input + output buffers of one gear; PaddleX's own limits (4000 px det) need ~256 MiB
 
 
@@ -94,10 +93,15 @@ def memory_budget(configured: Optional[int]) -> Tuple[int, str]:
         return configured, "backend_config['memory_budget']"
     raw = envs.memory_budget() or ""
     if not raw:
-        return DEFAULT_BUDGET, f"the default (set backend_config['memory_budget'] or ${BUDGET_ENV} to change it)"
+        return (
+            DEFAULT_BUDGET,
+            f"the default (set backend_config['memory_budget'] or ${envs.MEMORY_BUDGET.name} to change it)",
+        )
     if not raw.isdigit() or int(raw) <= 0:
-        raise ConfigError(f"${BUDGET_ENV}={raw!r} is not a positive number of bytes (e.g. {DEFAULT_BUDGET} for 1 GiB)")
-    return int(raw), f"${BUDGET_ENV}"
+        raise ConfigError(
+            f"${envs.MEMORY_BUDGET.name}={raw!r} is not a positive number of bytes (e.g. {DEFAULT_BUDGET} for 1 GiB)"
+        )
+    return int(raw), f"${envs.MEMORY_BUDGET.name}"
 
 
 def check_gear_budget(

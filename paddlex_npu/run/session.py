@@ -25,7 +25,6 @@ from ..errors import ConfigError
 from ..om.manifest import OMManifest
 from ..om.package import OMPackage
 
-RUNTIME_ENV = envs.RUNTIME.name
 RUNTIMES = ("ais_bench", "reference", "simulated")
 DEFAULT_RUNTIME = "ais_bench"
 
@@ -66,7 +65,7 @@ def resolve_runtime_name(requested: Optional[str] = None) -> str:
     """The runtime to use: ``requested``, else ``$PADDLEX_NPU_RUNTIME``, else ``ais_bench``."""
     name = requested or envs.runtime() or DEFAULT_RUNTIME
     if name not in RUNTIMES:
-        source = "backend_config['runtime']" if requested else RUNTIME_ENV
+        source = "backend_config['runtime']" if requested else envs.RUNTIME.name
         raise ConfigError(f"unknown runtime {name!r} in {source}: choose one of {', '.join(RUNTIMES)}")
     return name
 

@@ -14,12 +14,11 @@ import contextvars
 import json
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
 from ..errors import PaddlexNpuError
-from .route import http_status
+from .replies import error_body, route_error
 from .workers import PipelineWorkers
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -47,8 +46,7 @@ class _State:
 
 
 def _error_body(status: int, message: str) -> bytes:
-    body = {"logId": str(uuid.uuid4()), "errorCode": status, "errorMsg": message}
-    return json.dumps(body).encode()
+    return json.dumps(error_body(status, message)).encode()
 
 
 async def _answer(send: Callable, status: int, message: str, close: bool = False) -> None:
@@ -210,12 +208,7 @@ def create_app(pipeline_config: Dict[str, Any], workers: PipelineWorkers, option
 
     @app.exception_handler(PaddlexNpuError)
     async def _route_error(request: Any, exc: PaddlexNpuError) -> Any:
-        from paddlex.inference.serving.infra.models import AIStudioNoResultResponse
-
-        status = http_status(exc)
-        body = AIStudioNoResultResponse(
-            logId=str(uuid.uuid4()), errorCode=status, errorMsg=f"{type(exc).__name__}: {exc}"
-        )
+        status, body = route_error(exc)
         return JSONResponse(content=jsonable_encoder(body), status_code=status)
 
     state = _State()

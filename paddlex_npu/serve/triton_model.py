@@ -21,8 +21,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from ..errors import ConfigError, PaddlexNpuError
-from .route import http_status, pruned
+from ..errors import ConfigError
+from .replies import error_body, ok_body, route_error
+from .route import pruned
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
 
@@ -41,23 +42,13 @@ def instance_device(instance_name: str) -> int:
     return int(m.group(1))
 
 
-def _fail(status: int, message: str, log_id: Optional[str] = None) -> Dict[str, Any]:
-    return {"logId": log_id or str(uuid.uuid4()), "errorCode": status, "errorMsg": message}
-
-
-def _ok(result: Dict[str, Any], log_id: Optional[str]) -> Dict[str, Any]:
-    return {"logId": log_id or str(uuid.uuid4()), "errorCode": 0, "errorMsg": "Success", "result": result}
-
-
 def _route_failure(exc: Exception, log_id: Optional[str] = None) -> Dict[str, Any]:
-    if isinstance(exc, PaddlexNpuError):
-        return _fail(http_status(exc), f"{type(exc).__name__}: {exc}", log_id)
-    return _fail(500, "Internal server error", log_id)
+    return route_error(exc, log_id)[1]
 
 
 def _validation_failure(exc: Exception) -> Dict[str, Any]:
     errors = [{"type": e["type"], "loc": ".".join(map(str, e["loc"])), "msg": e["msg"]} for e in exc.errors()]
-    return _fail(422, json.dumps(errors))
+    return error_body(422, json.dumps(errors))
 
 
 class _Model:
@@ -102,13 +93,13 @@ class OCRModel(_Model):
     """PaddleX's OCR pipeline; request and answer as ``POST /ocr`` of PaddleX's basic serving."""
 
     def load(self) -> None:
-        from .route import create_pipeline, load_config
+        from ..paddlex.pipelines import load_config, pipeline_on_device
 
         self.config = load_config(self.version_dir / "pipeline.yaml")
         serving = self.config.get("Serving") or {}
         self.visualize_default = bool(serving.get("visualize", True))
         self.max_num_imgs = int((serving.get("extra") or {}).get("max_num_input_imgs", 10))
-        self.predictor = create_pipeline(self.config, self.device_id, self.runtime)
+        self.predictor = pipeline_on_device(self.config, self.device_id, self.runtime)
 
     def _parse(self, body: bytes) -> Any:
         """(request, images, data_info) or an error answer."""
@@ -119,7 +110,7 @@ class OCRModel(_Model):
         from paddlex.inference.serving.schemas.ocr import InferRequest
 
         if not body:
-            return _fail(422, f"empty request: the `{INPUT_NAME}` tensor must hold one JSON request")
+            return error_body(422, f"empty request: the `{INPUT_NAME}` tensor must hold one JSON request")
         try:
             request = InferRequest.model_validate_json(body)
         except pydantic.ValidationError as exc:
@@ -127,14 +118,14 @@ class OCRModel(_Model):
         try:
             file_type = get_file_type(request)
         except HTTPException as exc:
-            return _fail(exc.status_code, str(exc.detail), request.logId)
+            return error_body(exc.status_code, str(exc.detail), request.logId)
         try:
             raw = serving_utils.get_raw_bytes(request.file)
             images, data_info = serving_utils.file_to_images(raw, file_type, max_num_imgs=self.max_num_imgs)
         except serving_utils.ImageTooLargeError as exc:
-            return _fail(422, str(exc), request.logId)
+            return error_body(422, str(exc), request.logId)
         except Exception:
-            return _fail(422, "Invalid input file", request.logId)
+            return error_body(422, "Invalid input file", request.logId)
         return request, images, data_info
 
     @staticmethod
@@ -177,7 +168,7 @@ class OCRModel(_Model):
                 }
             )
         result = InferResult(ocrResults=results, dataInfo=data_info)
-        return _ok(jsonable_encoder(result, exclude_none=True), log_id)
+        return ok_body(jsonable_encoder(result, exclude_none=True), log_id)
 
     def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
         answers: List[Optional[Dict[str, Any]]] = [None] * len(bodies)
@@ -209,10 +200,10 @@ class TextRecognitionModel(_Model):
     ``result.prunedResult`` = ``{"rec_text", "rec_score"}``; a batch of requests is one ``predict`` batch."""
 
     def load(self) -> None:
-        from .route import create_model
+        from ..paddlex.pipelines import model_on_device
 
         spec = yaml.safe_load((self.version_dir / "model.yaml").read_text(encoding="utf-8"))
-        self.predictor = create_model(
+        self.predictor = model_on_device(
             spec["model_dir"],
             spec["model_name"],
             self.device_id,
@@ -230,19 +221,19 @@ class TextRecognitionModel(_Model):
             try:
                 request = json.loads(body)
             except ValueError:
-                answers[i] = _fail(422, f"the `{INPUT_NAME}` tensor must hold one JSON request")
+                answers[i] = error_body(422, f"the `{INPUT_NAME}` tensor must hold one JSON request")
                 continue
             if not isinstance(request, dict) or not isinstance(request.get("file"), str):
-                answers[i] = _fail(422, 'the request needs "file": a base64 image')
+                answers[i] = error_body(422, 'the request needs "file": a base64 image')
                 continue
             log_id = request.get("logId")
             try:
                 image = serving_utils.image_bytes_to_array(base64.b64decode(request["file"], validate=True))
             except serving_utils.ImageTooLargeError as exc:
-                answers[i] = _fail(422, str(exc), log_id)
+                answers[i] = error_body(422, str(exc), log_id)
                 continue
             except Exception:
-                answers[i] = _fail(422, "Invalid input file", log_id)
+                answers[i] = error_body(422, "Invalid input file", log_id)
                 continue
             todo.append((i, log_id, image))
         if todo:
@@ -253,5 +244,5 @@ class TextRecognitionModel(_Model):
                     answers[i] = _route_failure(exc, log_id)
             else:
                 for (i, log_id, _), item in zip(todo, preds):
-                    answers[i] = _ok({"prunedResult": pruned(item)}, log_id)
+                    answers[i] = ok_body({"prunedResult": pruned(item)}, log_id)
         return [a for a in answers if a is not None]

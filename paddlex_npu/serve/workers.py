@@ -37,11 +37,11 @@ def _die_with_parent() -> None:
 
 def _init(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> None:
     global _pipeline
-    from .route import create_pipeline
+    from ..paddlex.pipelines import pipeline_on_device
 
     _die_with_parent()
 
-    _pipeline = create_pipeline(config, device_id, runtime)
+    _pipeline = pipeline_on_device(config, device_id, runtime)
 
 
 class Result:

@@ -151,8 +151,8 @@ def test_serve_takes_every_runtime_of_the_route(tmp_path, monkeypatch):
     takes it; the server itself is not started here."""
     from paddlex_npu import cli
     from paddlex_npu.config import OMBackendConfig, validate
+    from paddlex_npu.paddlex.pipelines import hpi_config
     from paddlex_npu.serve import http
-    from paddlex_npu.serve.route import hpi_config
 
     seen = []
     monkeypatch.setattr(http, "serve", lambda config, options, on_ready=None: seen.append(options.runtime))

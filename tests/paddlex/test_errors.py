@@ -124,8 +124,7 @@ def test_shape_outside_the_om_range(asset_root):
     predictor = _create(asset_root / "om" / DET)
     with pytest.raises(
         InputShapeError,
-        match=r"input 'x' of shape \[1, 4, 64, 64\] is outside the OM's dymshape "
-        r"ranges x:\[-1,3,-1,-1\]: rebuild the OM with a wider --input_shape range",
+        match=r"\[1, 4, 64, 64\] is outside the OM's dymshape ranges.*: rebuild the OM with a wider --input_shape",
     ):
         runner_of(predictor)([np.zeros((1, 4, 64, 64), np.float32)])
 

@@ -45,6 +45,35 @@ def wait_until(ready: Callable[[], bool], proc: subprocess.Popen, timeout: float
     return f"not ready after {timeout:.0f} s: {log.read_text(errors='replace')[-3000:]}"
 
 
+def children(pid: int) -> List[int]:
+    """The child processes of ``pid`` (started from any of its threads)."""
+    found: List[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(k) for k in (task / "children").read_text().split()]
+    return found
+
+
+def cpu_ticks(pid: int) -> int:
+    """User + system CPU ticks a process has used (/proc/PID/stat utime + stime); 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def wait_busy(pids: List[int], timeout: float = 60, ticks: int = 5) -> None:
+    """Return once one of ``pids`` has computed for ``ticks`` more CPU ticks (a request is in flight there): what
+    a shutdown test waits on, rather than a guess of how long a request takes. Bounded by ``timeout``."""
+    base = {p: cpu_ticks(p) for p in pids}
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if any(cpu_ticks(p) - base[p] >= ticks for p in pids):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no request reached the processes {pids} within {timeout:.0f} s")
+
+
 def stop(proc: subprocess.Popen, timeout: float = 60) -> int:
     if proc.poll() is None:
         proc.terminate()

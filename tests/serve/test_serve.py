@@ -19,8 +19,9 @@ import pytest
 
 from paddlex_npu import errors
 from paddlex_npu.run.gears import InputShapeError
-from paddlex_npu.serve.route import http_status, parse_devices
-from tests.serve.conftest import free_ports, server_env, stop, wait_until
+from paddlex_npu.serve.replies import route_error
+from paddlex_npu.serve.route import parse_devices
+from tests.serve.conftest import children, free_ports, server_env, stop, wait_busy, wait_until
 
 
 def _post(url, body: bytes, ctype="application/json", timeout=120):
@@ -139,9 +140,14 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, images, body,
 
 
 def test_route_errors_map_to_status_codes():
-    assert http_status(InputShapeError("x")) == 422
-    assert http_status(errors.ConfigError("x")) == 500 and http_status(errors.DeviceCallError("x")) == 503
-    assert http_status(errors.RuntimeUnavailableError("x")) == 503 and http_status(ValueError()) == 500
+    def status(exc):
+        return route_error(exc)[0]
+
+    assert status(InputShapeError("x")) == 422
+    assert status(errors.ConfigError("x")) == 500 and status(errors.DeviceCallError("x")) == 503
+    assert status(errors.RuntimeUnavailableError("x")) == 503 and status(ValueError()) == 500
+    assert route_error(ValueError("secret"))[1]["errorMsg"] == "Internal server error"
+    assert route_error(InputShapeError("too wide"))[1]["errorMsg"] == "InputShapeError: too wide"
     assert parse_devices("npu:0,1") == [0, 1] and parse_devices("npu") == [0]
     for bad in ("gpu:0", "npu:a", "npu:0,0"):
         with pytest.raises(errors.ConfigError, match="device"):
@@ -178,12 +184,12 @@ def test_a_streamed_body_over_the_limit_gets_413_naming_the_option():
 def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images):
     """Last: SIGTERM with a request in flight. It is answered; a request during the drain gets 503."""
     pid = server["proc"].pid
-    workers = [int(k) for k in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    workers = children(pid)
     assert workers
     first = {}
     t = threading.Thread(target=lambda: first.update(answer=_ocr(server, images["page"])))
     t.start()
-    time.sleep(0.3)  # the page takes about a second to read: it is in flight at the signal
+    wait_busy(workers)  # a worker computes the page: it is in flight at the signal
     server["proc"].send_signal(signal.SIGTERM)
     status, ans = _post(server["url"] + "/ocr", b"{}")
     assert status == 503 and "shutting down" in ans["errorMsg"]

@@ -19,7 +19,7 @@ import pytest
 from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
 from paddlex_npu.perf.serve_load import triton_body
 from tests.helpers import REC_DIMS_GEARS, om_package
-from tests.serve.conftest import free_ports, server_env, stop, wait_until
+from tests.serve.conftest import children, free_ports, server_env, stop, wait_busy, wait_until
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
 httpclient = pytest.importorskip("tritonclient.http")
@@ -271,10 +271,11 @@ def test_shutdown_answers_requests_in_flight(triton, images):
     def ask() -> None:
         answers.append(_post(port, "/v2/models/ocr/infer", body))
 
+    stubs = children(triton["proc"].pid)  # the model instances (Python backend stubs)
     threads = [threading.Thread(target=ask) for _ in range(3)]
     for t in threads:
         t.start()
-    time.sleep(0.3)  # a page takes about a second on the reference runtime: they are in flight at the signal
+    wait_busy(stubs)  # a model instance computes a page: they are in flight at the signal
     triton["proc"].send_signal(signal.SIGTERM)
     end = time.monotonic() + 10
     while _ready(port) and time.monotonic() < end:  # the server says it is going away before it refuses work

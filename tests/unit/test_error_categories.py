@@ -11,7 +11,7 @@ from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.errors import PatchError, http_status
 from paddlex_npu.run.gears import InputShapeError
 from paddlex_npu.run.runner import build_om_runner
-from tests.onnx_models import two_input_model
+from tests.onnx_models import tiny_package
 
 
 @pytest.mark.parametrize(
@@ -49,8 +49,7 @@ def test_other_exceptions_are_500_without_their_text():
 
 
 def test_an_input_outside_the_oms_ranges_is_a_client_error(tmp_path):
-    two_input_model(tmp_path / "inference.onnx")
-    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    tiny_package(tmp_path)
     manifest = {
         "mode": "dymshape",
         "inputs": [

@@ -10,16 +10,8 @@ from paddlex_npu.config import OMBackendConfig, validate
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.run.runner import build_om_runner
-from tests.onnx_models import two_input_model
 
 WHERE = "hpi_config['backend_config']"
-
-
-@pytest.fixture()
-def package(tmp_path):
-    two_input_model(tmp_path / "inference.onnx")
-    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
-    return tmp_path
 
 
 @pytest.mark.parametrize(

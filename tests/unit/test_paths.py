@@ -12,13 +12,11 @@ from paddlex_npu.om import paths
 from paddlex_npu.om.package import resolve_om_package
 from paddlex_npu.run.reference import InferSession
 from paddlex_npu.run.runner import build_om_runner
-from tests.onnx_models import two_input_model
+from tests.onnx_models import tiny_package
 
 
 def _package(folder):
-    two_input_model(folder / "inference.onnx")
-    (folder / "inference.yml").write_text("Global:\n  model_name: test\n")
-    return folder
+    return tiny_package(folder)
 
 
 def _refused_everywhere(folder, match):

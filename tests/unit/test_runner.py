@@ -12,14 +12,7 @@ from paddlex_npu.errors import DeviceCallError, InputMismatchError
 from paddlex_npu.run.gears import InputShapeError
 from paddlex_npu.run.runner import build_om_runner
 from tests.helpers import spy_session
-from tests.onnx_models import two_input_model
-
-
-@pytest.fixture()
-def package(tmp_path):
-    two_input_model(tmp_path / "inference.onnx")
-    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
-    return tmp_path
+from tests.onnx_models import tiny_package
 
 
 def make(package, **cfg):
@@ -105,8 +98,7 @@ def test_data_dependent_outputs_run_in_dymshape_and_a_static_manifest_is_refused
     from paddlex_npu.errors import ConfigError
     from tests.onnx_models import nonzero_model
 
-    nonzero_model(tmp_path / "inference.onnx")
-    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    tiny_package(tmp_path, nonzero_model)
     runner = make(tmp_path)  # no manifest: fixed inputs, an output with -1 -> dymshape, idx data-dependent
     assert runner.mode == "dymshape" and runner.manifest.data_dependent == ["idx"]
     idx, y = runner([np.array([[0, 3, 0, 5]], np.float32)])
@@ -127,8 +119,7 @@ def _gear_package(tmp_path, gears):
 
     from tests.onnx_models import image_model
 
-    image_model(tmp_path / "inference.onnx")
-    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    tiny_package(tmp_path, image_model)
     manifest = {"schema": "paddlex-npu/om-manifest/1", "mode": "dymhw"}
     manifest.update(inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=gears)
     (tmp_path / "inference.om.json").write_text(json.dumps(manifest))
