@@ -28,7 +28,8 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 
 from ..errors import ExecutorError
 from ..log import logger
-from .worker import WorkerSpec, worker_main
+from .pool import RestartBudget
+from .worker import Done, Fatal, Ready, Task, WorkerSpec, worker_main
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ItemError:
     type: str
     message: str
     traceback: str = ""
+    category: str = "runtime"  # paddlex_npu.errors.category_of the exception (input, config, device, runtime)
 
 
 @dataclass
@@ -86,7 +88,9 @@ class ParallelExecutor:
     ``runtime``: ``PADDLEX_NPU_RUNTIME`` for the workers (``ais_bench``, ``reference``, ``simulated``).
     ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
     ``result.json["res"]``). ``stages``: each item's ``timing`` also holds its pre-processing, model and
-    post-processing seconds. Workers start in the constructor; it returns when all are ready.
+    post-processing seconds. ``restarts``: how many dead workers are replaced per time window (default: 2 per
+    worker per 10 minutes, :class:`~.pool.RestartBudget`). Workers start in the constructor; it returns when all
+    are ready.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class ParallelExecutor:
         retries: int = 1,
         start_timeout: float = 900.0,
         stages: bool = False,
+        restarts: Optional[RestartBudget] = None,
     ) -> None:
         if workers_per_device < 1 or not devices:
             raise ValueError(
@@ -123,7 +128,7 @@ class ParallelExecutor:
         self.prefetch = max(1, prefetch)
         self.max_pending = max_pending or 4 * self.size
         self.retries = retries
-        self.restarts_left = 2 * self.size
+        self.restarts = restarts or RestartBudget(2 * self.size)
         self._ctx = mp.get_context("spawn")
         self._workers: List[_Worker] = []
         self._epoch = 0
@@ -166,22 +171,21 @@ class ParallelExecutor:
             msg = w.conn.recv()
         except (EOFError, OSError):
             w.process.join(5)
-            msg = (
-                "fatal",
+            msg = Fatal(
+                0,
                 f"the worker exited with code {w.process.exitcode} while loading; its error is printed above (if "
                 "it is Python's 'bootstrapping phase' error, or paddlex-npu's about importing the main module: the "
                 'script starts the executor at import; put that code under if __name__ == "__main__":)',
             )
-        if msg[0] == "fatal":
-            raise ExecutorError(f"a worker on npu:{w.device_id} could not create the pipeline:\n{msg[1]}")
-        w.ready, w.pid = True, msg[1]
+        if isinstance(msg, Fatal):
+            raise ExecutorError(f"a worker on npu:{w.device_id} could not create the pipeline:\n{msg.text}")
+        w.ready, w.pid = True, msg.pid
 
     def _replace(self, dead: _Worker) -> None:
         self._workers.remove(dead)
         dead.conn.close()
         dead.process.join(timeout=5)
-        if self.restarts_left > 0:
-            self.restarts_left -= 1
+        if self.restarts.take():
             self._workers.append(self._spawn(dead.device_id))
             logger.warning(
                 "executor: worker %d on npu:%d exited (code %s); a new worker is starting",
@@ -352,7 +356,7 @@ class _Run:
                     return
                 worker = idle[0]
             worker.inflight.append(task)
-            worker.conn.send(("task", task.epoch, task.index, task.item, task.kwargs))
+            worker.conn.send(Task((task.epoch, task.index), task.item, task.kwargs))
 
     def _receive(self) -> None:
         """Wait for a worker's message or death and handle it (a dead worker's last messages first)."""
@@ -379,15 +383,16 @@ class _Run:
             msg = w.conn.recv()
         except (EOFError, OSError):
             return False
-        if msg[0] in ("ready", "fatal"):
-            if msg[0] == "fatal":
-                logger.error("executor: a replacement worker on npu:%d failed to load:\n%s", w.device_id, msg[1])
-                self.ex._workers.remove(w)
-                w.process.join(timeout=5)
-                return True
-            w.ready, w.pid = True, msg[1]
+        if isinstance(msg, Fatal):
+            logger.error("executor: a replacement worker on npu:%d failed to load:\n%s", w.device_id, msg.text)
+            self.ex._workers.remove(w)
+            w.process.join(timeout=5)
             return True
-        _, epoch, index, ok, payload, timing = msg
+        if isinstance(msg, Ready):
+            w.ready, w.pid = True, msg.pid
+            return True
+        assert isinstance(msg, Done), msg
+        (epoch, index), ok, payload, timing = msg.key, msg.ok, msg.payload, msg.timing
         task = w.inflight.popleft()
         if epoch == self.epoch:
             result = ItemResult(index, self.items.get(index), worker=w.pid, device_id=w.device_id)
