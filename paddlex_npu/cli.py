@@ -786,9 +786,13 @@ def _cmd_triton_serve(args: argparse.Namespace) -> int:
         )
     except PaddlexNpuError as exc:
         return _fail("triton-serve", exc)
+    from .serve.triton_watch import run_supervised
+
     print(" ".join(argv), flush=True)
-    os.execve(argv[0], argv, env)
-    return 0  # not reached
+    local = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
+    return run_supervised(
+        argv, env, (local, args.http_port), lambda text: print(text, file=sys.stderr, flush=True), not args.poll
+    )
 
 
 def _triton_serve_args(p: argparse.ArgumentParser) -> None:

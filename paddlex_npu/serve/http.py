@@ -272,10 +272,7 @@ class WorkerPipeline:
             raise HTTPException(status_code=499, detail="the client closed the connection")
         visualize = getattr(_REQUEST.get(), "visualize", None)
         images = self._visualize_default if visualize is None else bool(visualize)
-        try:
-            future = self._pool.submit(args[0], kwargs, {"images": True} if images else None)
-        except (QueueFullError, PoolClosedError) as exc:
-            raise _http_error(exc) from None
+        future = self._pool.submit(args[0], kwargs, {"images": True} if images else None)  # may raise: 503
         if call is not None:
             call.future = future
         try:
@@ -284,8 +281,6 @@ class WorkerPipeline:
             if call is not None and call.gone:
                 raise HTTPException(status_code=499, detail="the client closed the connection") from None
             raise
-        except PaddlexNpuError as exc:
-            raise _http_error(exc) from None
         if not done.done.ok:
             kind, message, trace, category = (*done.done.payload, "runtime")[:4]
             if category == "input":
@@ -305,13 +300,6 @@ class WorkerPipeline:
 
     async def close(self) -> None:
         await self._replaced.close()
-
-
-def _http_error(exc: BaseException) -> Any:
-    from fastapi import HTTPException
-
-    status, message, headers = error_answer(exc)
-    return HTTPException(status_code=status, detail=message, headers={k.decode(): v.decode() for k, v in headers})
 
 
 class _NoPipeline:
