@@ -10,7 +10,10 @@ device; device time of the workers of one device is serialised by the device (an
   does not grow with the input count;
 - an input whose pipeline call raises comes back as an :class:`ItemResult` with ``error`` set; the rest go on;
 - a worker that dies (crash, killed) is replaced; the inputs it held are retried once on another worker, then
-  reported as errors, never dropped;
+  reported as errors, never dropped; replacements are limited per time window (:class:`~.pool.RestartBudget`,
+  default 2 per worker per 10 minutes), so a long-lived executor survives rare crashes for ever;
+- with ``timeout``, an input that runs longer is reported as an error and its worker replaced (the ordered
+  stream goes on);
 - Ctrl-C (``KeyboardInterrupt`` in the parent) stops every worker and re-raises; workers ignore SIGINT.
 """
 
@@ -22,6 +25,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -78,6 +82,8 @@ class _Worker:
     ready: bool = False
     pid: int = 0
     inflight: Deque[_Task] = field(default_factory=collections.deque)
+    busy_since: float = 0.0  # when the input at the head of inflight started
+    timed_out: bool = False
 
 
 class ParallelExecutor:
@@ -88,9 +94,10 @@ class ParallelExecutor:
     ``runtime``: ``PADDLEX_NPU_RUNTIME`` for the workers (``ais_bench``, ``reference``, ``simulated``).
     ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
     ``result.json["res"]``). ``stages``: each item's ``timing`` also holds its pre-processing, model and
-    post-processing seconds. ``restarts``: how many dead workers are replaced per time window (default: 2 per
-    worker per 10 minutes, :class:`~.pool.RestartBudget`). Workers start in the constructor; it returns when all
-    are ready.
+    post-processing seconds. ``timeout``: seconds one input may run; its worker is then killed and replaced and
+    the input reported as an error (``RequestTimeout``), not retried. ``restarts``: how many dead workers are
+    replaced per time window (default: 2 per worker per 10 minutes, :class:`~.pool.RestartBudget`). Workers start
+    in the constructor; it returns when all are ready.
     """
 
     def __init__(
@@ -110,6 +117,7 @@ class ParallelExecutor:
         start_timeout: float = 900.0,
         stages: bool = False,
         restarts: Optional[RestartBudget] = None,
+        timeout: Optional[float] = None,
     ) -> None:
         if workers_per_device < 1 or not devices:
             raise ValueError(
@@ -129,6 +137,7 @@ class ParallelExecutor:
         self.max_pending = max_pending or 4 * self.size
         self.retries = retries
         self.restarts = restarts or RestartBudget(2 * self.size)
+        self.timeout = timeout
         self._ctx = mp.get_context("spawn")
         self._workers: List[_Worker] = []
         self._epoch = 0
@@ -355,6 +364,8 @@ class _Run:
                     self.retry.appendleft(task)
                     return
                 worker = idle[0]
+            if not worker.inflight:
+                worker.busy_since = time.monotonic()
             worker.inflight.append(task)
             worker.conn.send(Task((task.epoch, task.index), task.item, task.kwargs))
 
@@ -364,6 +375,7 @@ class _Run:
         for w in self.ex._workers:
             by_handle[w.conn] = (w, False)
             by_handle[w.process.sentinel] = (w, True)
+        self._expire()
         for handle in wait(list(by_handle), timeout=0.5):  # wakes up to see a remembered Ctrl-C
             w, is_sentinel = by_handle[handle]
             if w not in self.ex._workers:
@@ -394,6 +406,7 @@ class _Run:
         assert isinstance(msg, Done), msg
         (epoch, index), ok, payload, timing = msg.key, msg.ok, msg.payload, msg.timing
         task = w.inflight.popleft()
+        w.busy_since = time.monotonic()
         if epoch == self.epoch:
             result = ItemResult(index, self.items.get(index), worker=w.pid, device_id=w.device_id)
             result.attempts, result.timing = task.attempts, timing
@@ -404,13 +417,32 @@ class _Run:
             self.done[index] = result
         return True
 
+    def _expire(self) -> None:
+        """Kill a worker whose input has run over the executor's timeout (its sentinel then reports it)."""
+        if not self.ex.timeout:
+            return
+        now = time.monotonic()
+        for w in self.ex._workers:
+            if w.inflight and not w.timed_out and now - w.busy_since > self.ex.timeout:
+                logger.warning(
+                    "executor: an input ran over %.3g s on worker %d; it is replaced", self.ex.timeout, w.pid
+                )
+                w.timed_out = True
+                w.process.kill()
+
     def _crashed(self, w: _Worker) -> None:
         """``w`` died: the input it was running is retried once, or reported; the inputs queued behind it (never
         started) go back to the queue as they were. A replacement worker starts."""
         held = [t for t in w.inflight if t.epoch == self.epoch]
         w.process.join(timeout=5)
         code = w.process.exitcode
-        if held and held[0].attempts > self.ex.retries:
+        if held and w.timed_out:
+            task = held.pop(0)
+            error = ItemError("RequestTimeout", f"the input ran over the executor's timeout of {self.ex.timeout:g} s")
+            self.done[task.index] = ItemResult(
+                task.index, task.item, error=error, worker=w.pid, device_id=w.device_id, attempts=task.attempts
+            )
+        elif held and held[0].attempts > self.ex.retries:
             task = held.pop(0)
             error = ItemError(
                 "WorkerCrashed",
