@@ -203,7 +203,7 @@ class _Guard:
         status = pool.status if pool is not None else None
         if path == "/health":
             if status is None or status.alive:
-                return await _ok_probe(send, "alive")
+                return await _ok_probe(send, "healthy")
             return await _answer(send, 503, f"no worker is alive: {status.last_error}")
         if self.state.draining:
             return await _answer(send, 503, "not ready: the server is draining (shutting down)")
@@ -315,7 +315,7 @@ class _NoPipeline:
 def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: ServeOptions) -> Tuple[Any, _State]:
     """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
     from fastapi.encoders import jsonable_encoder
-    from fastapi.exceptions import HTTPException
+    from fastapi.exceptions import HTTPException, RequestValidationError
     from fastapi.responses import JSONResponse
     from paddlex.inference.serving.basic_serving import create_pipeline_app
 
@@ -350,10 +350,31 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
             _body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
         )
 
+    async def _log_id(request: Any) -> str:
+        """The request's own ``logId`` when it is a string (PaddleX echoes any value, and a number then fails)."""
+        try:
+            value = (await request.json()).get("logId")
+        except Exception:
+            value = None
+        return value if isinstance(value, str) else str(uuid.uuid4())
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Any, exc: RequestValidationError) -> Any:
+        errors = [{"type": e["type"], "loc": _dotted(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        body = _body(422, json.dumps(errors))
+        body["logId"] = await _log_id(request)
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Any, exc: HTTPException) -> Any:
+        body = _body(exc.status_code, str(exc.detail))
+        body["logId"] = await _log_id(request)
+        return JSONResponse(body, exc.status_code, headers=exc.headers)
+
     @app.exception_handler(Exception)
     async def _own_error(request: Any, exc: Exception) -> Any:
         if isinstance(exc, HTTPException):
-            return JSONResponse(_body(exc.status_code, str(exc.detail)), exc.status_code, headers=exc.headers)
+            return await _http_error(request, exc)
         logger.error("serve: %s %s failed", request.method, request.url.path, exc_info=exc)
         status, message, headers = error_answer(exc)
         return JSONResponse(
@@ -363,6 +384,14 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     state = _State(pool=pool)
     app.state.npu_serving = state
     return _Guard(app, state, options.max_body_bytes), state
+
+
+def _dotted(loc: Any) -> str:
+    """A validation error's location as PaddleX writes it: ``body.items[0].name``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
 def start_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> WorkerPool:
