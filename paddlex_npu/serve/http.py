@@ -138,6 +138,11 @@ class _Guard:
             length = headers.get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body:
                 return await self._refuse_body(receive, send, f"request body of {int(length)} bytes")
+            if length is None:  # chunked: read it here (up to the limit), as the app would, then hand it over
+                body = await self._read_limited(receive)
+                if body is None:
+                    return await self._refuse_body(receive, send, "request body (chunked)")
+                receive = _replay(body, receive)
         received = 0
         started = False
         call = _Call()
@@ -183,6 +188,20 @@ class _Guard:
             with self.state.lock:
                 self.state.in_flight -= 1
 
+    async def _read_limited(self, receive: Callable) -> Optional[bytes]:
+        """The whole body, or None as soon as it is over the limit."""
+        parts, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(parts)
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
+            if size > self.max_body:
+                return None
+            if not message.get("more_body"):
+                return b"".join(parts)
+
     async def _refuse_body(self, receive: Callable, send: Callable, what: str) -> None:
         """413, after reading the rest of the body off (unkept, up to 4 x the limit) so plain clients see it."""
         mb = self.max_body / (1024 * 1024)
@@ -213,6 +232,20 @@ class _Guard:
                 why += f", {status.starting} restarting"
             return await _answer(send, 503, f"not ready: {why}")
         return await _ok_probe(send, "ready")
+
+
+def _replay(body: bytes, receive: Callable) -> Callable:
+    """A ``receive`` that gives ``body`` first, then what the connection sends (the disconnect)."""
+    given = False
+
+    async def replay() -> Dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def _ok_probe(send: Callable, what: str) -> None:
