@@ -745,6 +745,8 @@ def _cmd_triton_repo(args: argparse.Namespace) -> int:
             keep_versions=args.keep_versions,
             runtime=args.runtime,
             warmup=not args.no_warmup,
+            max_image_pixels=args.max_image_pixels,
+            max_request_pixels=args.max_request_pixels,
         )
         repo = build_triton_repo(args.pipeline, args.out_dir, options)
     except PaddlexNpuError as exc:
@@ -768,6 +770,12 @@ def _triton_repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-versions", type=int, default=1, help="version_policy latest num_versions")
     p.add_argument("--runtime", choices=("ais_bench", "reference"), help="backend_config runtime of every instance")
     p.add_argument("--no-warmup", action="store_true", help="no model_warmup")
+    p.add_argument(
+        "--max-image-pixels", type=int, default=40_000_000, help="as serve's, read before decoding (default 40000000)"
+    )
+    p.add_argument(
+        "--max-request-pixels", type=int, default=80_000_000, help="as serve's, per request (default 80000000)"
+    )
 
 
 def _cmd_triton_serve(args: argparse.Namespace) -> int:

@@ -207,6 +207,9 @@ def _check_options(options: TritonOptions) -> None:
         raise ConfigError(f"max queue delay must be >= 0 microseconds, got {options.max_queue_delay_us}")
     if options.keep_versions < 1:
         raise ConfigError(f"versions to keep must be >= 1, got {options.keep_versions}")
+    for key in ("max_image_pixels", "max_request_pixels"):
+        if getattr(options, key) < 1:
+            raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {getattr(options, key)}")
 
 
 def _load_ocr_config(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
