@@ -32,7 +32,7 @@ from ..log import logger
 from . import images as pixel_guard
 from .images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS, PixelLimits
 from .options import check_options
-from .workers import create_pool
+from .workers import check_packages, create_pool
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_QUEUE = 64  # requests waiting for a worker, beyond those running; 503 + Retry-After above
@@ -430,6 +430,7 @@ def _dotted(loc: Any) -> str:
 def start_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> WorkerPool:
     """The server's worker pool, started: returns when every worker has loaded the pipeline (else raises
     :class:`~..executor.pool.WorkerStartError` ending with the worker's own error)."""
+    check_packages(pipeline_config)
     budget = RestartBudget(
         options.restart_limit if options.restart_limit is not None else 2 * options.workers * len(options.devices),
         options.restart_window,

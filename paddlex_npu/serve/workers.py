@@ -46,6 +46,28 @@ def worker_spec(config: Dict[str, Any], device_id: int, runtime: Optional[str]) 
     return WorkerSpec(pipeline, device_id, create, {}, serve_result, env)
 
 
+def check_packages(config: Dict[str, Any]) -> None:
+    """Every ``model_dir`` of the YAML is a model package (a folder with ``inference.yml``): else a
+    :class:`~..errors.ModelFileError` naming the model, the folder and the fix, before any worker starts."""
+    from ..errors import ModelFileError
+    from ..paddlex.pipelines import model_spec
+
+    def walk(node: Dict[str, Any], where: str) -> None:
+        for key, value in node.items():
+            if not isinstance(value, dict):
+                continue
+            here = f"{where}.{key}" if where else key
+            if value.get("model_dir"):
+                try:
+                    model_spec(value["model_dir"])
+                except ModelFileError as exc:
+                    name = value.get("model_name", "?")
+                    raise ModelFileError(f"{here} ({name}) of the pipeline YAML: {exc}") from None
+            walk(value, here)
+
+    walk(config, "")
+
+
 def create_pool(
     config: Dict[str, Any],
     devices: Sequence[int],
