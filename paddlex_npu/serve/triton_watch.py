@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 STUB = "triton_python_backend_stub"
 
@@ -144,6 +144,17 @@ class StubWatchdog:
             pass
 
 
+def _drained(proc: Any, seconds: float = 2.0) -> bool:
+    """``tritonserver`` is shutting down and none of its stubs has run for ``seconds``: every instance that can
+    stop has stopped (what remains is the instance whose stub died)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc.poll() is not None or stubs_of(proc.pid):
+            return False
+        time.sleep(0.2)
+    return True
+
+
 def run_supervised(
     argv: list,
     env: Dict[str, str],
@@ -167,7 +178,19 @@ def run_supervised(
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
     watchdog.start()
     try:
-        return proc.wait()
+        while True:
+            try:
+                return proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            if watchdog._stop.is_set() and watchdog.reloads and _drained(proc):
+                say(
+                    "triton-serve: every model instance has stopped; tritonserver still waits for the instance whose "
+                    "stub died (Triton's Python backend never releases it): stopping tritonserver"
+                )
+                proc.kill()
+                proc.wait()
+                return 0
     finally:
         watchdog.stop()
         for s, handler in previous.items():

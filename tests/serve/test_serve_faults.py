@@ -220,6 +220,36 @@ def test_requests_whose_client_left_never_reach_a_worker(server, images):
     assert "dropped" in server["log"].read_text() or waited < 3 * one + 1.0
 
 
+def test_clients_that_time_out_and_resend_leave_memory_bounded(server, images):
+    """32 clients that give up after 1 s and resend, for 8 s: the queue stays bounded (--max-queue 4), so memory
+    does too (bound: 200 MB over idle for the server and its workers), and a fresh request is answered within
+    seconds after the storm."""
+    body = _ocr_body(images["page"])
+    before = _rss_mb(server["proc"].pid)
+    peak = before
+    end = time.monotonic() + 8
+    sent: List[int] = []
+
+    def client(_: int) -> None:
+        while time.monotonic() < end:
+            try:
+                sent.append(_post(server, body, timeout=1.0)[0])
+            except (OSError, http.client.HTTPException):
+                sent.append(-1)  # gave up
+
+    with ThreadPoolExecutor(32) as pool:
+        jobs = [pool.submit(client, k) for k in range(32)]
+        while not all(j.done() for j in jobs):
+            peak = max(peak, _rss_mb(server["proc"].pid))
+            time.sleep(0.05)
+    t0 = time.monotonic()
+    status = _post(server, body, timeout=60)[0]
+    fresh = time.monotonic() - t0
+    assert sent and status == 200
+    assert fresh < 10, fresh
+    assert peak - before < 200, (before, peak)
+
+
 def _png_bomb(side: int) -> bytes:
     """A PNG of side x side white pixels, written by streaming rows (a few hundred KB for 30000)."""
     import zlib
