@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 
 from .common import Command, add_commands, fail
 
@@ -26,6 +26,11 @@ def run_serve(args: argparse.Namespace) -> int:
             runtime=args.runtime,
             max_body_bytes=int(args.max_body_mb * 1024 * 1024),
             max_image_pixels=args.max_image_pixels,
+            max_request_pixels=args.max_request_pixels,
+            max_queue=args.max_queue,
+            request_timeout=args.request_timeout or None,
+            restart_limit=args.restart_limit,
+            restart_window=args.restart_window,
             shutdown_grace=args.shutdown_grace,
         )
         if options.workers < 1:
@@ -46,7 +51,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def serve_args(p: argparse.ArgumentParser) -> None:
-    from ..serve.http import DEFAULT_MAX_IMAGE_PIXELS
+    from ..serve import http
 
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
     p.add_argument("--host", default="127.0.0.1")
@@ -59,11 +64,40 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
         "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
     )
-    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above)")
+    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above; default 64)")
     p.add_argument(
-        "--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS, help="largest decoded image (422 above)"
+        "--max-image-pixels",
+        type=int,
+        default=http.DEFAULT_MAX_IMAGE_PIXELS,
+        help=f"largest image or PDF page, read from its header before decoding (422 above; default "
+        f"{http.DEFAULT_MAX_IMAGE_PIXELS})",
     )
-    p.add_argument("--shutdown-grace", type=float, default=0.0, help="seconds answering 503 after SIGTERM")
+    p.add_argument(
+        "--max-request-pixels",
+        type=int,
+        default=http.DEFAULT_MAX_REQUEST_PIXELS,
+        help=f"all pages of one request together (422 above; default {http.DEFAULT_MAX_REQUEST_PIXELS})",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=http.DEFAULT_MAX_QUEUE,
+        help=f"requests waiting for a worker; beyond, 503 + Retry-After at once (default {http.DEFAULT_MAX_QUEUE})",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=http.DEFAULT_REQUEST_TIMEOUT,
+        help=f"seconds a worker may spend on one request: 504 and the worker replaced above; 0: none (default "
+        f"{http.DEFAULT_REQUEST_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--restart-limit",
+        type=int,
+        help="dead workers replaced per --restart-window (default: 2 per worker)",
+    )
+    p.add_argument("--restart-window", type=float, default=600.0, help="seconds of the restart budget (default 600)")
+    p.add_argument("--shutdown-grace", type=float, default=0.0, help="seconds answering 503 after SIGTERM (default 0)")
 
 
 def run_triton_repo(args: argparse.Namespace) -> int:
@@ -82,6 +116,8 @@ def run_triton_repo(args: argparse.Namespace) -> int:
             keep_versions=args.keep_versions,
             runtime=args.runtime,
             warmup=not args.no_warmup,
+            max_image_pixels=args.max_image_pixels,
+            max_request_pixels=args.max_request_pixels,
         )
         repo = build_triton_repo(args.pipeline, args.out_dir, options)
     except PaddlexNpuError as exc:
@@ -105,6 +141,12 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-versions", type=int, default=1, help="version_policy latest num_versions")
     p.add_argument("--runtime", choices=("ais_bench", "reference"), help="backend_config runtime of every instance")
     p.add_argument("--no-warmup", action="store_true", help="no model_warmup")
+    p.add_argument(
+        "--max-image-pixels", type=int, default=40_000_000, help="as serve's, read before decoding (default 40000000)"
+    )
+    p.add_argument(
+        "--max-request-pixels", type=int, default=80_000_000, help="as serve's, per request (default 80000000)"
+    )
 
 
 def run_triton_serve(args: argparse.Namespace) -> int:
@@ -124,8 +166,12 @@ def run_triton_serve(args: argparse.Namespace) -> int:
     except PaddlexNpuError as exc:
         return fail("triton-serve", exc)
     print(" ".join(argv), flush=True)
-    os.execve(argv[0], argv, env)
-    return 0  # not reached
+    from ..serve.triton_watch import run_supervised
+
+    local = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
+    return run_supervised(
+        argv, env, (local, args.http_port), lambda text: print(text, file=sys.stderr, flush=True), not args.poll
+    )
 
 
 def triton_serve_args(p: argparse.ArgumentParser) -> None:

@@ -56,6 +56,8 @@ class TritonOptions:
     keep_versions: int = 1
     runtime: Optional[str] = None  # backend_config runtime for every instance (e.g. "reference")
     warmup: bool = True
+    max_image_pixels: int = 40_000_000  # as paddlex-npu serve (paddlex_npu.serve.images)
+    max_request_pixels: int = 80_000_000
 
 
 @dataclass
@@ -128,6 +130,8 @@ def _pbtxt(
     lines.append(f"version_policy: {{ latest: {{ num_versions: {options.keep_versions} }} }}")
     if options.runtime:
         lines.append(f'parameters {{ key: "runtime" value: {{ string_value: "{options.runtime}" }} }}')
+    for key in ("max_image_pixels", "max_request_pixels"):  # checked before decoding, as in paddlex-npu serve
+        lines.append(f'parameters {{ key: "{key}" value: {{ string_value: "{getattr(options, key)}" }} }}')
     if warmup_file:
         lines += [
             "model_warmup [{",
@@ -203,6 +207,9 @@ def _check_options(options: TritonOptions) -> None:
         raise ConfigError(f"max queue delay must be >= 0 microseconds, got {options.max_queue_delay_us}")
     if options.keep_versions < 1:
         raise ConfigError(f"versions to keep must be >= 1, got {options.keep_versions}")
+    for key in ("max_image_pixels", "max_request_pixels"):
+        if getattr(options, key) < 1:
+            raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {getattr(options, key)}")
 
 
 def _load_ocr_config(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -369,4 +376,6 @@ def tritonserver_command(
     ]
     if poll_seconds:
         argv += ["--model-control-mode=poll", f"--repository-poll-secs={poll_seconds}"]
+    else:  # every model loaded at start; the model control API lets triton-serve reload one whose stub died
+        argv += ["--model-control-mode=explicit", "--load-model=*"]
     return argv + list(extra), env

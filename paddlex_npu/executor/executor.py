@@ -10,7 +10,10 @@ device; device time of the workers of one device is serialised by the device (an
   does not grow with the input count;
 - an input whose pipeline call raises comes back as an :class:`ItemResult` with ``error`` set; the rest go on;
 - a worker that dies (crash, killed) is replaced; the inputs it held are retried once on another worker, then
-  reported as errors, never dropped;
+  reported as errors, never dropped; replacements are limited per time window (:class:`~.pool.RestartBudget`,
+  default 2 per worker per 10 minutes), so a long-lived executor survives rare crashes for ever;
+- with ``timeout``, an input that runs longer is reported as an error and its worker replaced (the ordered
+  stream goes on);
 - Ctrl-C (``KeyboardInterrupt`` in the parent) stops every worker and re-raises; workers ignore SIGINT.
 """
 
@@ -22,6 +25,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -29,7 +33,8 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 from .. import envs
 from ..errors import ExecutorError
 from ..log import logger
-from .worker import WorkerSpec, worker_main
+from .pool import RestartBudget
+from .worker import Done, Fatal, Ready, Task, WorkerSpec, worker_main
 
 
 @dataclass
@@ -39,6 +44,7 @@ class ItemError:
     type: str
     message: str
     traceback: str = ""
+    category: str = "runtime"  # paddlex_npu.errors.category_of the exception (input, config, device, runtime)
 
 
 @dataclass
@@ -77,6 +83,8 @@ class _Worker:
     ready: bool = False
     pid: int = 0
     inflight: Deque[_Task] = field(default_factory=collections.deque)
+    busy_since: float = 0.0  # when the input at the head of inflight started
+    timed_out: bool = False
 
 
 class ParallelExecutor:
@@ -87,7 +95,10 @@ class ParallelExecutor:
     ``runtime``: ``PADDLEX_NPU_RUNTIME`` for the workers (``ais_bench``, ``reference``, ``simulated``).
     ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
     ``result.json["res"]``). ``stages``: each item's ``timing`` also holds its pre-processing, model and
-    post-processing seconds. Workers start in the constructor; it returns when all are ready.
+    post-processing seconds. ``timeout``: seconds one input may run; its worker is then killed and replaced and
+    the input reported as an error (``RequestTimeout``), not retried. ``restarts``: how many dead workers are
+    replaced per time window (default: 2 per worker per 10 minutes, :class:`~.pool.RestartBudget`). Workers start
+    in the constructor; it returns when all are ready.
     """
 
     def __init__(
@@ -106,6 +117,8 @@ class ParallelExecutor:
         retries: int = 1,
         start_timeout: float = 900.0,
         stages: bool = False,
+        restarts: Optional[RestartBudget] = None,
+        timeout: Optional[float] = None,
     ) -> None:
         if workers_per_device < 1 or not devices:
             raise ValueError(
@@ -124,7 +137,8 @@ class ParallelExecutor:
         self.prefetch = max(1, prefetch)
         self.max_pending = max_pending or 4 * self.size
         self.retries = retries
-        self.restarts_left = 2 * self.size
+        self.restarts = restarts or RestartBudget(2 * self.size)
+        self.timeout = timeout
         self._ctx = mp.get_context("spawn")
         self._workers: List[_Worker] = []
         self._epoch = 0
@@ -167,22 +181,21 @@ class ParallelExecutor:
             msg = w.conn.recv()
         except (EOFError, OSError):
             w.process.join(5)
-            msg = (
-                "fatal",
+            msg = Fatal(
+                0,
                 f"the worker exited with code {w.process.exitcode} while loading; its error is printed above (if "
                 "it is Python's 'bootstrapping phase' error, or paddlex-npu's about importing the main module: the "
                 'script starts the executor at import; put that code under if __name__ == "__main__":)',
             )
-        if msg[0] == "fatal":
-            raise ExecutorError(f"a worker on npu:{w.device_id} could not create the pipeline:\n{msg[1]}")
-        w.ready, w.pid = True, msg[1]
+        if isinstance(msg, Fatal):
+            raise ExecutorError(f"a worker on npu:{w.device_id} could not create the pipeline:\n{msg.text}")
+        w.ready, w.pid = True, msg.pid
 
     def _replace(self, dead: _Worker) -> None:
         self._workers.remove(dead)
         dead.conn.close()
         dead.process.join(timeout=5)
-        if self.restarts_left > 0:
-            self.restarts_left -= 1
+        if self.restarts.take():
             self._workers.append(self._spawn(dead.device_id))
             logger.warning(
                 "executor: worker %d on npu:%d exited (code %s); a new worker is starting",
@@ -352,8 +365,10 @@ class _Run:
                     self.retry.appendleft(task)
                     return
                 worker = idle[0]
+            if not worker.inflight:
+                worker.busy_since = time.monotonic()
             worker.inflight.append(task)
-            worker.conn.send(("task", task.epoch, task.index, task.item, task.kwargs))
+            worker.conn.send(Task((task.epoch, task.index), task.item, task.kwargs))
 
     def _receive(self) -> None:
         """Wait for a worker's message or death and handle it (a dead worker's last messages first)."""
@@ -361,6 +376,7 @@ class _Run:
         for w in self.ex._workers:
             by_handle[w.conn] = (w, False)
             by_handle[w.process.sentinel] = (w, True)
+        self._expire()
         for handle in wait(list(by_handle), timeout=0.5):  # wakes up to see a remembered Ctrl-C
             w, is_sentinel = by_handle[handle]
             if w not in self.ex._workers:
@@ -380,16 +396,18 @@ class _Run:
             msg = w.conn.recv()
         except (EOFError, OSError):
             return False
-        if msg[0] in ("ready", "fatal"):
-            if msg[0] == "fatal":
-                logger.error("executor: a replacement worker on npu:%d failed to load:\n%s", w.device_id, msg[1])
-                self.ex._workers.remove(w)
-                w.process.join(timeout=5)
-                return True
-            w.ready, w.pid = True, msg[1]
+        if isinstance(msg, Fatal):
+            logger.error("executor: a replacement worker on npu:%d failed to load:\n%s", w.device_id, msg.text)
+            self.ex._workers.remove(w)
+            w.process.join(timeout=5)
             return True
-        _, epoch, index, ok, payload, timing = msg
+        if isinstance(msg, Ready):
+            w.ready, w.pid = True, msg.pid
+            return True
+        assert isinstance(msg, Done), msg
+        (epoch, index), ok, payload, timing = msg.key, msg.ok, msg.payload, msg.timing
         task = w.inflight.popleft()
+        w.busy_since = time.monotonic()
         if epoch == self.epoch:
             result = ItemResult(index, self.items.get(index), worker=w.pid, device_id=w.device_id)
             result.attempts, result.timing = task.attempts, timing
@@ -400,13 +418,32 @@ class _Run:
             self.done[index] = result
         return True
 
+    def _expire(self) -> None:
+        """Kill a worker whose input has run over the executor's timeout (its sentinel then reports it)."""
+        if not self.ex.timeout:
+            return
+        now = time.monotonic()
+        for w in self.ex._workers:
+            if w.inflight and not w.timed_out and now - w.busy_since > self.ex.timeout:
+                logger.warning(
+                    "executor: an input ran over %.3g s on worker %d; it is replaced", self.ex.timeout, w.pid
+                )
+                w.timed_out = True
+                w.process.kill()
+
     def _crashed(self, w: _Worker) -> None:
         """``w`` died: the input it was running is retried once, or reported; the inputs queued behind it (never
         started) go back to the queue as they were. A replacement worker starts."""
         held = [t for t in w.inflight if t.epoch == self.epoch]
         w.process.join(timeout=5)
         code = w.process.exitcode
-        if held and held[0].attempts > self.ex.retries:
+        if held and w.timed_out:
+            task = held.pop(0)
+            error = ItemError("RequestTimeout", f"the input ran over the executor's timeout of {self.ex.timeout:g} s")
+            self.done[task.index] = ItemResult(
+                task.index, task.item, error=error, worker=w.pid, device_id=w.device_id, attempts=task.attempts
+            )
+        elif held and held[0].attempts > self.ex.retries:
             task = held.pop(0)
             error = ItemError(
                 "WorkerCrashed",

@@ -1,12 +1,14 @@
-"""The worker process of the executor: one PaddleX pipeline (its own sessions) on one device, one input at a
-time, answering over a pipe. Messages to the worker: ``("task", epoch, index, item, predict_kwargs or None)``
-or ``None`` (stop); from it: ``("ready", pid)``, ``("fatal", text)`` (the pipeline did not load),
-``("result", epoch, index, ok, payload, timing)``."""
+"""The worker process of the executor and of ``serve`` (one supervised pool, :mod:`.pool`): one PaddleX pipeline
+(its own sessions) on one device, one input at a time, answering over a pipe. The messages are the dataclasses
+below: to the worker :class:`Task` or ``None`` (stop); from it :class:`Ready`, :class:`Fatal` (the pipeline did
+not load) and :class:`Done` (one per task, in order)."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -26,6 +28,43 @@ class WorkerSpec:
     stages: bool = False  # time each predictor's pre-processing / model / post-processing (paddlex/stages.py)
 
 
+@dataclass
+class Task:
+    """Run ``pipeline.predict(item, **predict_kwargs, **kwargs)``; ``key`` comes back in :class:`Done`;
+    ``transform_kwargs`` are passed to the transform of each result (e.g. whether to bring images back)."""
+
+    key: Any
+    item: Any
+    kwargs: Optional[Dict[str, Any]] = None
+    transform_kwargs: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class Ready:
+    """The pipeline is loaded; the worker takes tasks."""
+
+    pid: int
+
+
+@dataclass
+class Fatal:
+    """The pipeline did not load: the worker's traceback (its last line names the cause) and the worker exits."""
+
+    pid: int
+    text: str
+
+
+@dataclass
+class Done:
+    """One task's outcome: ``payload`` is the list of transformed results (``ok``), else ``(type, message,
+    traceback)`` of the error the pipeline raised."""
+
+    key: Any
+    ok: bool
+    payload: Any
+    timing: Dict[str, float] = field(default_factory=dict)
+
+
 def _sim_stats() -> Dict[str, float]:
     from ..run import simulated
 
@@ -33,7 +72,12 @@ def _sim_stats() -> Dict[str, float]:
 
 
 def _run_one(
-    pipeline: Any, spec: WorkerSpec, item: Any, kwargs: Optional[Dict[str, Any]] = None, clock: Any = None
+    pipeline: Any,
+    spec: WorkerSpec,
+    item: Any,
+    kwargs: Optional[Dict[str, Any]] = None,
+    clock: Any = None,
+    transform_kwargs: Optional[Dict[str, Any]] = None,
 ) -> tuple:
     """(ok, payload, timing) for one input: the transformed results, or the error's type, text and traceback."""
     transform = spec.transform
@@ -41,10 +85,13 @@ def _run_one(
     t0, c0, s0 = time.perf_counter(), time.process_time(), _sim_stats()
     merged = {**spec.predict_kwargs, **(kwargs or {})}
     try:
-        results = [transform(r) if transform else r for r in pipeline.predict(item, **merged)]
+        extra = transform_kwargs or {}
+        results = [transform(r, **extra) if transform else r for r in pipeline.predict(item, **merged)]
         ok, payload = True, results
     except Exception as exc:  # reported for this input; the worker goes on with the next
-        ok, payload = False, (type(exc).__name__, str(exc), traceback.format_exc())
+        from ..errors import category_of
+
+        ok, payload = False, (type(exc).__name__, str(exc), traceback.format_exc(), category_of(exc))
     s1 = _sim_stats()
     timing = {
         "seconds": time.perf_counter() - t0,
@@ -55,10 +102,24 @@ def _run_one(
     return ok, payload, timing
 
 
+def _die_with_parent() -> None:
+    """Linux: get SIGTERM when the parent dies (even by ``kill -9``), so that no worker outlives it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before the call above: nothing would signal us
+        os._exit(0)
+
+
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process. Ctrl-C is the parent's to handle: the worker ignores SIGINT and is
     stopped by the parent (``None``, or SIGTERM)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     os.environ.update(spec.env)
     try:
         from ..paddlex.pipelines import create_on_device, plain_result
@@ -72,9 +133,9 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
 
             clock = instrument(pipeline)
     except BaseException:
-        conn.send(("fatal", traceback.format_exc()))
+        conn.send(Fatal(os.getpid(), traceback.format_exc()))
         return
-    conn.send(("ready", os.getpid()))
+    conn.send(Ready(os.getpid()))
     while True:
         try:
             msg = conn.recv()
@@ -82,13 +143,12 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
             break
         if msg is None:
             break
-        _, epoch, index, item, kwargs = msg
-        ok, payload, timing = _run_one(pipeline, spec, item, kwargs, clock)
+        ok, payload, timing = _run_one(pipeline, spec, msg.item, msg.kwargs, clock, msg.transform_kwargs)
         try:
-            conn.send(("result", epoch, index, ok, payload, timing))
+            conn.send(Done(msg.key, ok, payload, timing))
         except Exception as exc:  # e.g. a result that does not pickle: report it as this input's error
             text = f"the result could not be sent to the parent ({exc}); pass a transform that returns plain data"
-            conn.send(("result", epoch, index, False, (type(exc).__name__, text, traceback.format_exc()), timing))
+            conn.send(Done(msg.key, False, (type(exc).__name__, text, traceback.format_exc(), "runtime"), timing))
     try:
         pipeline.close()
     except Exception:

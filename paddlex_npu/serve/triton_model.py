@@ -21,8 +21,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from ..errors import ConfigError
-from .replies import error_body, ok_body, route_error
+from ..errors import ConfigError, http_status
+from .images import DecodeGuard, PixelLimits
+from .options import check_options
+from .replies import error_body, ok_body
 from .route import pruned
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
@@ -42,8 +44,27 @@ def instance_device(instance_name: str) -> int:
     return int(m.group(1))
 
 
+def _log_error(text: str) -> None:
+    """To Triton's log (the stub's own logger), with the traceback of the exception being handled."""
+    import traceback
+
+    message = f"{text}\n{traceback.format_exc()}"
+    try:
+        import triton_python_backend_utils as pb_utils
+
+        pb_utils.Logger.log_error(message)
+    except (ImportError, AttributeError):
+        import sys
+
+        print(message, file=sys.stderr, flush=True)
+
+
 def _route_failure(exc: Exception, log_id: Optional[str] = None) -> Dict[str, Any]:
-    return route_error(exc, log_id)[1]
+    """Our own error, by category (input 422, device 503, others 500); logged with its traceback unless input."""
+    status, message = http_status(exc)
+    if status >= 500:
+        _log_error(f"paddlex-npu: a request failed ({type(exc).__name__}: {exc})")
+    return error_body(status, message, log_id)
 
 
 def _validation_failure(exc: Exception) -> Dict[str, Any]:
@@ -60,6 +81,12 @@ class _Model:
         self.version_dir = Path(args["model_repository"]) / args["model_version"]
         self.device_id = instance_device(args.get("model_instance_name", ""))
         self.runtime = self.params.get("runtime") or None
+        limits = {k: int(self.params[k]) for k in ("max_image_pixels", "max_request_pixels") if self.params.get(k)}
+        options = {
+            "image_option": "triton-repo --max-image-pixels",
+            "request_option": "triton-repo --max-request-pixels",
+        }
+        self.decoder = DecodeGuard(PixelLimits(**limits, **options))
         self.load()
 
     def load(self) -> None:
@@ -69,17 +96,28 @@ class _Model:
         raise NotImplementedError
 
     def execute(self, requests: List[Any]) -> List[Any]:
+        """One answer per element of each request's ``input`` tensor (a KServe request may hold a batch of
+        several JSON requests): the output has the input's batch size, in order."""
         import numpy as np
         import triton_python_backend_utils as pb_utils
 
-        bodies = []
+        bodies: List[bytes] = []
+        counts = []
         for request in requests:
             tensor = pb_utils.get_input_tensor_by_name(request, INPUT_NAME)
-            values = tensor.as_numpy().reshape(-1) if tensor is not None else []
-            bodies.append(bytes(values[0]) if len(values) == 1 else b"")
+            values = [bytes(v) for v in tensor.as_numpy().reshape(-1)] if tensor is not None else []
+            bodies += values or [b""]
+            counts.append(max(1, len(values)))
+        try:
+            answers = self.answer(bodies)
+        except Exception as exc:  # a bug of ours: every request of the batch answered by category, and logged
+            answers = [_route_failure(exc) for _ in bodies]
         responses = []
-        for ans in self.answer(bodies):
-            data = np.array([[json.dumps(ans, ensure_ascii=False).encode("utf-8")]], dtype=np.object_)
+        start = 0
+        for n in counts:
+            mine = answers[start : start + n]
+            start += n
+            data = np.array([[json.dumps(a, ensure_ascii=False).encode("utf-8")] for a in mine], dtype=np.object_)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(OUTPUT_NAME, data)]))
         return responses
 
@@ -119,13 +157,18 @@ class OCRModel(_Model):
             file_type = get_file_type(request)
         except HTTPException as exc:
             return error_body(exc.status_code, str(exc.detail), request.logId)
+        problem = check_options(self.config, dict(self._options(request)))
+        if problem:
+            return error_body(422, problem, request.logId)
         try:
             raw = serving_utils.get_raw_bytes(request.file)
-            images, data_info = serving_utils.file_to_images(raw, file_type, max_num_imgs=self.max_num_imgs)
+            images, data_info = self.decoder.file_to_images(
+                serving_utils.file_to_images, raw, file_type, max_num_imgs=self.max_num_imgs
+            )
         except serving_utils.ImageTooLargeError as exc:
             return error_body(422, str(exc), request.logId)
-        except Exception:
-            return error_body(422, "Invalid input file", request.logId)
+        except Exception as exc:
+            return error_body(422, f"Invalid input file ({type(exc).__name__}: {exc})", request.logId)
         return request, images, data_info
 
     @staticmethod
@@ -190,8 +233,16 @@ class OCRModel(_Model):
                 continue
             start = 0
             for i, request, imgs, info in members:
-                answers[i] = self._result(request, imgs, info, preds[start : start + len(imgs)])
+                mine = preds[start : start + len(imgs)]
                 start += len(imgs)
+                bad = [p for p in mine if isinstance(p, dict) and p.keys() == {"error"}]
+                if bad:  # PaddleX's answer to settings the pipeline cannot take
+                    answers[i] = error_body(422, f"PaddleX: {bad[0]['error']}", request.logId)
+                    continue
+                try:
+                    answers[i] = self._result(request, imgs, info, mine)
+                except Exception as exc:
+                    answers[i] = _route_failure(exc, request.logId)
         return [a for a in answers if a is not None]
 
 
@@ -227,13 +278,17 @@ class TextRecognitionModel(_Model):
                 answers[i] = error_body(422, 'the request needs "file": a base64 image')
                 continue
             log_id = request.get("logId")
+            if log_id is not None and not isinstance(log_id, str):
+                answers[i] = error_body(422, '"logId" must be a string')
+                continue
             try:
-                image = serving_utils.image_bytes_to_array(base64.b64decode(request["file"], validate=True))
+                raw = base64.b64decode(request["file"], validate=True)
+                image = self.decoder.image_bytes_to_array(serving_utils.image_bytes_to_array, raw)
             except serving_utils.ImageTooLargeError as exc:
                 answers[i] = error_body(422, str(exc), log_id)
                 continue
-            except Exception:
-                answers[i] = error_body(422, "Invalid input file", log_id)
+            except Exception as exc:
+                answers[i] = error_body(422, f"Invalid input file ({type(exc).__name__}: {exc})", log_id)
                 continue
             todo.append((i, log_id, image))
         if todo:

@@ -1,47 +1,18 @@
-"""Worker processes that each hold one PaddleX pipeline on the NPU route: K per device, so K calls are in flight
-per device (the device call holds the GIL, so calls overlap only across processes).
+"""The worker pool behind ``paddlex-npu serve``: the executor's supervised :class:`~..executor.pool.WorkerPool`,
+``workers`` processes per device, each holding the pipeline of the server's YAML on the NPU route.
 
-:class:`PipelineWorkers` is the one interface the HTTP server uses (``submit`` -> a future of PaddleX results,
-``close``); it is a standard-library process pool per device and can be swapped for the project's pipelined
-executor without touching the server.
+What is serve's own here: the pipeline each worker builds (the YAML's ``hpi_config`` with this device and the
+``--runtime``) and the transform of each PaddleX result into what PaddleX's serving app reads (:class:`Result`:
+its ``json`` and, when the request asks for it, its ``img``).
 """
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
-import os
-import signal
-import sys
-import threading
-import time
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
-_pipeline: Any = None  # the worker process's pipeline, built once by _init
-
-
-def _die_with_parent() -> None:
-    """Linux: get SIGTERM when the server process dies (uvicorn ends by re-raising the signal it caught, which
-    kills the server before it can stop its pool), so that no worker outlives it."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the server died before the call above: nothing would signal us
-        os._exit(0)
-
-
-def _init(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> None:
-    global _pipeline
-    from ..paddlex.pipelines import pipeline_on_device
-
-    _die_with_parent()
-
-    _pipeline = pipeline_on_device(config, device_id, runtime)
+from ..executor.pool import RestartBudget, WorkerPool
+from ..executor.worker import WorkerSpec
+from ..paddlex.pipelines import hpi_config
 
 
 class Result:
@@ -59,70 +30,56 @@ class Result:
         return self._img
 
 
-def _predict(args: tuple, kwargs: Dict[str, Any], images: bool) -> List[Any]:
-    out = []
-    for item in _pipeline.predict(*args, **kwargs):
-        if isinstance(item, dict) and item.keys() == {"error"}:
-            out.append(dict(item))
-        else:
-            out.append(Result(item.json, dict(item.img) if images else None))
-    return out
+def serve_result(item: Any, images: bool = False) -> Any:
+    """The worker's transform: a PaddleX result -> :class:`Result`; PaddleX's ``{"error": ...}`` items as they are."""
+    if isinstance(item, dict) and item.keys() == {"error"}:
+        return dict(item)
+    return Result(item.json, dict(item.img) if images else None)
 
 
-def _ready(hold: float) -> int:
-    time.sleep(hold)  # keep this worker busy so the next probe reaches another one
-    return os.getpid()
+def worker_spec(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> WorkerSpec:
+    """How a serve worker builds its pipeline: PaddleX's ``create_pipeline`` on the hpi ``om`` backend, with the
+    YAML's own ``hpi_config`` (top level) and ``runtime`` in its ``backend_config``."""
+    pipeline = {k: v for k, v in config.items() if k not in ("use_hpip", "hpi_config")}
+    create = {"use_hpip": True, "hpi_config": hpi_config(config, device_id, runtime)}
+    env = {"PADDLEX_NPU_RUNTIME": runtime} if runtime else {}
+    return WorkerSpec(pipeline, device_id, create, {}, serve_result, env)
 
 
-class PipelineWorkers:
-    """``workers`` processes per device id, each building the pipeline once; ``submit`` goes to the device with
-    the fewest calls in flight."""
+def check_packages(config: Dict[str, Any]) -> None:
+    """Every ``model_dir`` of the YAML is a model package (a folder with ``inference.yml``): else a
+    :class:`~..errors.ModelFileError` naming the model, the folder and the fix, before any worker starts."""
+    from ..errors import ModelFileError
+    from ..paddlex.pipelines import model_spec
 
-    def __init__(
-        self,
-        config: Dict[str, Any],
-        devices: Sequence[int],
-        workers: int = 1,
-        runtime: Optional[str] = None,
-    ) -> None:
-        if workers < 1:
-            raise ValueError(f"workers must be >= 1, got {workers}")
-        ctx = multiprocessing.get_context("spawn")  # no forked PaddleX/runtime state
-        self.devices = list(devices)
-        self.workers = workers
-        self._pools = [
-            ProcessPoolExecutor(workers, ctx, initializer=_init, initargs=(config, d, runtime)) for d in self.devices
-        ]
-        self._in_flight = [0] * len(self._pools)
-        self._lock = threading.Lock()
+    def walk(node: Dict[str, Any], where: str) -> None:
+        for key, value in node.items():
+            if not isinstance(value, dict):
+                continue
+            here = f"{where}.{key}" if where else key
+            if value.get("model_dir"):
+                try:
+                    model_spec(value["model_dir"])
+                except ModelFileError as exc:
+                    name = value.get("model_name", "?")
+                    raise ModelFileError(f"{here} ({name}) of the pipeline YAML: {exc}") from None
+            walk(value, here)
 
-    def warm_up(self) -> None:
-        """Start every worker and wait until each has built its pipeline (errors raised here)."""
-        for pool in self._pools:
-            pids: set = set()
-            while len(pids) < self.workers:
-                pids.update(f.result() for f in [pool.submit(_ready, 0.2) for _ in range(self.workers)])
+    walk(config, "")
 
-    def submit(self, *args: Any, images: bool = False, **kwargs: Any) -> Future:
-        """``pipeline.predict(*args, **kwargs)`` in a worker; the future holds a list of :class:`Result` (with the
-        visualisations when ``images``)."""
-        with self._lock:
-            i = min(range(len(self._pools)), key=self._in_flight.__getitem__)
-            self._in_flight[i] += 1
-        fut = self._pools[i].submit(_predict, args, kwargs, images)
 
-        def done(_: Future, i: int = i) -> None:
-            with self._lock:
-                self._in_flight[i] -= 1
-
-        fut.add_done_callback(done)
-        return fut
-
-    @property
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(self._in_flight)
-
-    def close(self, wait: bool = True) -> None:
-        for pool in self._pools:
-            pool.shutdown(wait=wait, cancel_futures=not wait)
+def create_pool(
+    config: Dict[str, Any],
+    devices: Sequence[int],
+    workers: int = 1,
+    runtime: Optional[str] = None,
+    *,
+    max_queue: int = 64,
+    timeout: Optional[float] = None,
+    restarts: Optional[RestartBudget] = None,
+) -> WorkerPool:
+    """The (not yet started) pool of ``workers`` processes per device id."""
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    specs = {d: worker_spec(config, d, runtime) for d in devices}
+    return WorkerPool(specs, workers, max_queue=max_queue, timeout=timeout, restarts=restarts)

@@ -195,8 +195,8 @@ def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images)
     assert status == 503 and "shutting down" in ans["errorMsg"]
     t.join(120)
     assert first["answer"][0] == 200, first
-    # uvicorn re-raises the signal once it has shut down cleanly
-    assert server["proc"].wait(60) in (0, -signal.SIGTERM), server["log"].read_text()[-3000:]
+    # a clean drain exits 0
+    assert server["proc"].wait(60) == 0, server["log"].read_text()[-3000:]
     assert "Finished server process" in server["log"].read_text()
     deadline = time.monotonic() + 30  # and no worker outlives the server
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:

@@ -1,0 +1,159 @@
+"""Pixel budgets checked before any decode, the same in ``serve`` and Triton.
+
+PaddleX decodes an image (or renders a PDF page) and then compares its size with ``MAX_IMAGE_PIXELS``: a 231 KB PNG
+of 30000 x 30000 costs gigabytes before its 422. Here the sizes come from the file's header (Pillow's lazy open
+reads no pixel data; pypdfium2 gives page sizes without rendering) and are refused first:
+
+- ``max_image_pixels``: one image, TIFF frame or rendered PDF page (``--max-image-pixels``);
+- ``max_request_pixels``: all images of one request together, e.g. every page of a PDF (``--max-request-pixels``);
+- ``max_decodes``: decodes that run at once in the process, so concurrent bombs cannot add up.
+
+The error is PaddleX's :class:`ImageTooLargeError` (its serving apps answer it 422), naming the option.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional, Tuple
+
+DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
+DEFAULT_MAX_REQUEST_PIXELS = 80_000_000
+DEFAULT_MAX_DECODES = 2
+
+
+@dataclass(frozen=True)
+class PixelLimits:
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
+    image_option: str = "--max-image-pixels"
+    request_option: str = "--max-request-pixels"
+
+    def __post_init__(self) -> None:
+        for name in ("max_image_pixels", "max_request_pixels"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+def _too_large(message: str, **fields: Any) -> Exception:
+    from paddlex.inference.serving.infra.utils import ImageTooLargeError
+
+    return ImageTooLargeError(message, **fields)
+
+
+def _image_sizes(raw: bytes, max_frames: Optional[int]) -> List[Tuple[int, int]]:
+    """(width, height) of the image, or of each TIFF frame, from the header; ValueError if no header is read."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(raw)) as img:
+            sizes = [img.size]
+            frames = getattr(img, "n_frames", 1) if raw[:4] in (b"II\x2a\x00", b"MM\x00\x2a") else 1
+            for i in range(1, min(frames, max_frames or frames)):
+                img.seek(i)
+                sizes.append(img.size)
+            return sizes
+    except Image.DecompressionBombError as exc:  # over Pillow's own bound (2 x its MAX_IMAGE_PIXELS)
+        m = re.search(r"\((\d+) pixels\)", str(exc))
+        pixels = int(m.group(1)) if m else 1 << 62
+        return [(pixels, 1)]
+    except Exception as exc:
+        raise ValueError(f"the image header could not be read ({exc})") from exc
+
+
+def _pdf_pixels(raw: bytes, max_pages: Optional[int], limits: PixelLimits) -> List[Tuple[int, int, int]]:
+    """(width, height, pixels) each page renders at, as PaddleX's ``read_pdf`` scales it; no page is rendered."""
+    import pypdfium2 as pdfium
+    from paddlex.inference.serving.infra import utils as serving_utils
+    from paddlex.inference.utils.pdf_rendering import estimate_pdf_render_pixels
+    from paddlex.inference.utils.pdfium_lock import pdfium_lock
+
+    out = []
+    with pdfium_lock:
+        doc = pdfium.PdfDocument(raw)
+        try:
+            for i in range(len(doc) if max_pages is None else min(len(doc), max_pages)):
+                size = doc.get_page_size(i)
+                scale = serving_utils.get_pdf_render_scale_within_pixel_limit(
+                    size, page_index=i + 1, max_pixels=limits.max_image_pixels
+                )
+                out.append(estimate_pdf_render_pixels(size, scale))
+        finally:
+            doc.close()
+    return out
+
+
+def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits: PixelLimits) -> None:
+    """Refuse ``raw`` (an IMAGE or PDF file) over the limits, reading only its header (ImageTooLargeError);
+    a file whose size cannot be read is left to the decoder, which refuses it as PaddleX does."""
+    if file_type == "PDF":
+        try:
+            pages = _pdf_pixels(raw, max_num_imgs, limits)
+        except Exception as exc:
+            if type(exc).__name__ == "ImageTooLargeError":
+                raise _too_large(f"{exc} (the server's {limits.image_option})") from None
+            return  # not a readable PDF: PaddleX's own error
+        what = "PDF"
+    else:
+        try:
+            pages = [(w, h, w * h) for w, h in _image_sizes(raw, max_num_imgs)]
+        except ValueError:
+            return
+        what = "image"
+    for i, (w, h, pixels) in enumerate(pages):
+        if pixels > limits.max_image_pixels:
+            page = f"Page {i + 1}: " if len(pages) > 1 or file_type == "PDF" else ""
+            raise _too_large(
+                f"{page}Image pixel count {pixels} (width={w}, height={h}) exceeds maximum allowed "
+                f"{limits.max_image_pixels} (the server's {limits.image_option}); it was refused before decoding",
+                width=w,
+                height=h,
+                pixel_count=pixels,
+                max_pixels=limits.max_image_pixels,
+            )
+    total = sum(p for _, _, p in pages)
+    if total > limits.max_request_pixels:
+        raise _too_large(
+            f"the {what}'s {len(pages)} page(s) or frame(s) come to {total} pixels, over the "
+            f"{limits.max_request_pixels}"
+            f" pixels one request may decode (the server's {limits.request_option}); send fewer pages",
+            pixel_count=total,
+            max_pixels=limits.max_request_pixels,
+        )
+
+
+class DecodeGuard:
+    """Checks :func:`check_pixels` and then decodes, at most ``max_decodes`` at a time in this process."""
+
+    def __init__(self, limits: PixelLimits, max_decodes: int = DEFAULT_MAX_DECODES) -> None:
+        self.limits = limits
+        self._slots = threading.BoundedSemaphore(max(1, max_decodes))
+
+    def file_to_images(self, decode: Callable[..., Any], raw: bytes, file_type: str, **kwargs: Any) -> Any:
+        check_pixels(raw, file_type, kwargs.get("max_num_imgs"), self.limits)
+        with self._slots:
+            return decode(raw, file_type, **kwargs)
+
+    def image_bytes_to_array(self, decode: Callable[[bytes], Any], raw: bytes) -> Any:
+        check_pixels(raw, "IMAGE", 1, self.limits)
+        with self._slots:
+            return decode(raw)
+
+
+def install(limits: PixelLimits, max_decodes: int = DEFAULT_MAX_DECODES) -> DecodeGuard:
+    """In this process (a server), PaddleX's serving decoders check the limits first and are bounded; PaddleX's
+    own after-decode check uses ``max_image_pixels`` too."""
+    from paddlex.inference.serving.infra import utils as serving_utils
+
+    guard = DecodeGuard(limits, max_decodes)
+    original = getattr(serving_utils.file_to_images, "__wrapped__", serving_utils.file_to_images)
+
+    def file_to_images(raw: bytes, file_type: str, **kwargs: Any) -> Any:
+        return guard.file_to_images(original, raw, file_type, **kwargs)
+
+    file_to_images.__wrapped__ = original  # type: ignore[attr-defined]
+    serving_utils.file_to_images = file_to_images
+    serving_utils.MAX_IMAGE_PIXELS = limits.max_image_pixels  # read by PaddleX's decoder at each call
+    return guard

@@ -1,0 +1,200 @@
+"""``paddlex-npu triton-serve`` supervises ``tritonserver``: Triton's Python backend does not restart a model
+instance whose stub process died (killed, out of memory); every request routed to it then fails ("Stub process
+is not healthy") while ``/v2/health/ready`` still answers 200.
+
+The watchdog lists the stub processes of the server (``triton_python_backend_stub <repo>/<model>/<version>/model.py
+... <instance>``) every ``interval`` seconds. When one disappears while the server runs, it reloads that model
+through Triton's model control API (``POST /v2/repository/models/<model>/load``, which needs
+``--model-control-mode=explicit``): Triton starts new instances (with ``model_warmup``) and swaps them in, the
+other instances serving meanwhile. If the reload fails, the model is unloaded, so that ``/v2/models/<model>/ready``
+and ``/v2/health/ready`` answer 503 and a load balancer stops sending. Each event is reported through ``say``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Tuple
+
+STUB = "triton_python_backend_stub"
+
+
+@dataclass(frozen=True)
+class Stub:
+    pid: int
+    model: str
+    instance: str
+
+
+def stubs_of(server_pid: int) -> Dict[int, Stub]:
+    """The Python backend stubs that are children of ``server_pid`` (Linux ``/proc``)."""
+    out: Dict[int, Stub] = {}
+    try:
+        kids = []
+        for task in Path(f"/proc/{server_pid}/task").iterdir():
+            kids += (task / "children").read_text().split()
+    except OSError:
+        return out
+    for kid in kids:
+        try:
+            argv = Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(STUB.encode()) or len(argv) < 9:
+            continue
+        model_py = Path(argv[1].decode(errors="replace"))
+        instance = argv[8].decode(errors="replace")
+        out[int(kid)] = Stub(int(kid), model_py.parent.parent.name, instance)
+    return out
+
+
+class StubWatchdog:
+    """Watches the stubs of ``server_pid`` and reloads a model that lost one (see the module docstring)."""
+
+    def __init__(
+        self,
+        server_pid: int,
+        http_address: Tuple[str, int],
+        say: Callable[[str], None],
+        interval: float = 0.5,
+        can_reload: bool = True,
+        load_timeout: float = 600.0,
+    ) -> None:
+        self.server_pid, self.address, self.say = server_pid, http_address, say
+        self.interval, self.can_reload, self.load_timeout = interval, can_reload, load_timeout
+        self.reloads = 0
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="paddlex-npu-triton-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def _request(self, method: str, path: str, timeout: float) -> Tuple[int, str]:
+        conn = http.client.HTTPConnection(*self.address, timeout=timeout)
+        try:
+            conn.request(method, path, body=b"" if method == "POST" else None)
+            r = conn.getresponse()
+            return r.status, r.read().decode(errors="replace")
+        finally:
+            conn.close()
+
+    def _ready(self) -> bool:
+        try:
+            return self._request("GET", "/v2/health/ready", 5)[0] == 200
+        except OSError:
+            return False
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):  # watch once the server is ready (every model loaded)
+            if self._ready():
+                break
+        known: Dict[int, Stub] = stubs_of(self.server_pid)
+        retiring: set = set()  # stubs of a model's previous instances, which exit after its reload
+        while not self._stop.wait(self.interval):
+            now = {pid: s for pid, s in stubs_of(self.server_pid).items() if pid not in retiring}
+            if self._stop.is_set():
+                return
+            dead = [s for pid, s in known.items() if pid not in now]
+            known = now
+            for model in sorted({s.model for s in dead}):
+                lost = ", ".join(f"{s.instance} (pid {s.pid})" for s in dead if s.model == model)
+                retiring |= {pid for pid, s in known.items() if s.model == model}
+                self._recover(model, lost)
+                known = {pid: s for pid, s in stubs_of(self.server_pid).items() if pid not in retiring}
+
+    def _recover(self, model: str, lost: str) -> None:
+        if self._stop.is_set():
+            return
+        if not self.can_reload:
+            self.say(
+                f"triton-serve: the Python stub of model {model!r}, instance {lost}, died; requests to that instance "
+                "fail until the model is reloaded (with --poll, touch its config.pbtxt; without --poll this "
+                "watchdog reloads it)"
+            )
+            return
+        self.say(f"triton-serve: the Python stub of model {model!r}, instance {lost}, died; reloading {model!r}")
+        t0 = time.monotonic()
+        try:
+            status, text = self._request("POST", f"/v2/repository/models/{model}/load", self.load_timeout)
+        except OSError as exc:
+            status, text = 0, str(exc)
+        if self._stop.is_set():
+            return
+        if status == 200:
+            self.reloads += 1
+            self.say(f"triton-serve: {model!r} reloaded in {time.monotonic() - t0:.1f} s; it is ready again")
+            return
+        self.say(
+            f"triton-serve: reloading {model!r} failed ({status} {text.strip()[:300]}); unloading it, so that its "
+            "readiness answers 503 and load balancers stop sending: fix the cause and load it again "
+            f"(POST /v2/repository/models/{model}/load) or restart the server"
+        )
+        try:
+            self._request("POST", f"/v2/repository/models/{model}/unload", 60)
+        except OSError:
+            pass
+
+
+def _drained(proc: Any, seconds: float = 2.0) -> bool:
+    """``tritonserver`` is shutting down and none of its stubs has run for ``seconds``: every instance that can
+    stop has stopped (what remains is the instance whose stub died)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if proc.poll() is not None or stubs_of(proc.pid):
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def run_supervised(
+    argv: list,
+    env: Dict[str, str],
+    http_address: Tuple[str, int],
+    say: Callable[[str], None],
+    can_reload: bool = True,
+) -> int:
+    """Run ``tritonserver`` (``argv``) as a child with the watchdog; SIGTERM / SIGINT are passed on to it (it
+    drains); returns its exit code."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(argv, env=env)
+    watchdog = StubWatchdog(proc.pid, http_address, say, can_reload=can_reload)
+
+    def forward(sig: int, frame: object) -> None:
+        watchdog._stop.set()  # a stub that exits during the shutdown is no fault
+        if proc.poll() is None:
+            proc.send_signal(sig)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    watchdog.start()
+    try:
+        while True:
+            try:
+                return proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                pass
+            if watchdog._stop.is_set() and watchdog.reloads and _drained(proc):
+                say(
+                    "triton-serve: every model instance has stopped; tritonserver still waits for the instance whose "
+                    "stub died (Triton's Python backend never releases it): stopping tritonserver"
+                )
+                proc.kill()
+                proc.wait()
+                return 0
+    finally:
+        watchdog.stop()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,134 @@
+"""``paddlex-npu triton-serve`` under faults (issue 21), the real tritonserver on loopback with the reference runtime:
+a killed Python stub is noticed and its model reloaded (the CLI says so), requests are answered throughout and
+service recovers; a KServe batch is answered per element; an invalid option gets 422; an image bomb is refused
+before decoding with the same limits as ``serve``; SIGTERM then exits 0."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Dict, List, Tuple
+
+import pytest
+
+from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
+from paddlex_npu.serve.triton_watch import stubs_of
+from tests.serve.conftest import free_ports, server_env, stop, wait_until
+from tests.serve.test_serve_faults import _png_bomb
+
+pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
+
+
+def _infer(port: int, model: str, bodies: List[dict], timeout: float = 60) -> Tuple[int, List[dict]]:
+    """A KServe v2 request over HTTP JSON with ``len(bodies)`` elements in its ``input`` tensor."""
+    data = [json.dumps(b) for b in bodies]
+    payload = {"inputs": [{"name": "input", "shape": [len(data), 1], "datatype": "BYTES", "data": data}]}
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v2/models/{model}/infer",
+        data=json.dumps(payload).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            out = json.loads(r.read())["outputs"][0]
+            return r.status, [json.loads(x) for x in out["data"]]
+    except urllib.error.HTTPError as e:
+        return e.code, [json.loads(e.read() or b"{}")]
+
+
+def _ready(port: int) -> bool:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=5) as r:
+        return r.status == 200
+
+
+@pytest.fixture(scope="module")
+def triton(pipeline_yaml, tmp_path_factory):
+    root = tmp_path_factory.mktemp("triton-faults")
+    options = TritonOptions(runtime="reference", max_image_pixels=4_000_000, max_request_pixels=8_000_000)
+    repo = build_triton_repo(pipeline_yaml, root / "repo", options)
+    http, grpc, metrics = free_ports(3)
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "triton-serve", str(repo.root), "--host", "127.0.0.1"]
+    cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    cmd += ["--workdir", str(root / "work")]
+    log = root / "triton-serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
+    why = wait_until(lambda: _ready(http), proc, 300, log)
+    if why and "failed to load" not in why and "Traceback" not in why:
+        stop(proc)
+        pytest.skip(f"tritonserver cannot start on this machine: {why}")
+    assert why is None, why
+    try:
+        yield {"port": http, "proc": proc, "log": log}
+    finally:
+        stop(proc)
+
+
+def _ocr(images: Dict, key: str = "english", **extra) -> dict:
+    return {"file": base64.b64encode(images[key].read_bytes()).decode(), "fileType": 1, **extra}
+
+
+def _server_pid(triton: Dict) -> int:
+    kids = open(f"/proc/{triton['proc'].pid}/task/{triton['proc'].pid}/children").read().split()
+    return int(kids[0])
+
+
+def test_a_kserve_batch_is_answered_per_element(triton, images):
+    status, answers = _infer(triton["port"], "ocr", [_ocr(images, logId="a"), _ocr(images, "page", logId="b")])
+    assert status == 200 and [a["logId"] for a in answers] == ["a", "b"], answers
+    assert all(a["errorCode"] == 0 for a in answers)
+
+
+@pytest.mark.parametrize(
+    "extra, says", [({"textDetLimitType": "foo"}, "textDetLimitType"), ({"textDetThresh": 7}, "textDetThresh")]
+)
+def test_an_invalid_option_gets_422_naming_it(triton, images, extra, says):
+    status, (answer,) = _infer(triton["port"], "ocr", [_ocr(images, **extra)])
+    assert status == 200 and answer["errorCode"] == 422 and says in answer["errorMsg"], answer
+
+
+def test_an_image_bomb_is_refused_before_decoding_with_serves_limit(triton):
+    body = {"file": base64.b64encode(_png_bomb(30000)).decode(), "fileType": 1}
+    status, (answer,) = _infer(triton["port"], "ocr", [body])
+    assert answer["errorCode"] == 422 and "--max-image-pixels" in answer["errorMsg"], answer
+    assert "before decoding" in answer["errorMsg"]
+
+
+def test_a_killed_stub_is_reloaded_and_every_request_answered(triton, images):
+    """kill -9 the OCR model's stub: the requests meanwhile are answered (errors while it reloads), the CLI says
+    what happened, and the model answers again."""
+    port = triton["port"]
+    (victim,) = [s.pid for s in stubs_of(_server_pid(triton)).values() if s.model == "ocr"]
+    assert _infer(port, "ocr", [_ocr(images)])[1][0]["errorCode"] == 0
+    os.kill(victim, signal.SIGKILL)
+    statuses = []
+    end = time.monotonic() + 180
+    recovered = False
+    while time.monotonic() < end and len(statuses) < 400:
+        status, answers = _infer(port, "ocr", [_ocr(images)], timeout=30)
+        statuses.append(status)
+        if status == 200 and answers[0].get("errorCode") == 0 and "reloaded" in triton["log"].read_text():
+            recovered = True
+            break
+        time.sleep(0.2)
+    text = triton["log"].read_text()
+    assert recovered, text[-3000:]
+    assert "died; reloading 'ocr'" in text and "'ocr' reloaded" in text
+    assert set(statuses) <= {200, 400, 500}, statuses  # every request got an answer
+    new = [s.pid for s in stubs_of(_server_pid(triton)).values() if s.model == "ocr"]
+    assert new and victim not in new
+    for _ in range(3):
+        assert _infer(port, "ocr", [_ocr(images)])[1][0]["errorCode"] == 0
+
+
+def test_sigterm_exits_0(triton):
+    """Last: after the reload, a SIGTERM drains and tritonserver (and triton-serve) exit 0."""
+    triton["proc"].send_signal(signal.SIGTERM)
+    assert triton["proc"].wait(90) == 0, triton["log"].read_text()[-3000:]
