@@ -14,6 +14,7 @@ paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
 paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
+paddlex-npu k8s serve|triton PIPELINE.yaml --image IMAGE [-o DIR]   Kubernetes manifests for Ascend nodes
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
+from .log import configure_logging
 from .version import __version__
 
 
@@ -643,6 +645,7 @@ def _benchmark_args(p: argparse.ArgumentParser) -> None:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .errors import PaddlexNpuError
+    from .log import configure_logging
     from .serve.http import ServeOptions, serve
     from .serve.route import load_config, parse_devices
 
@@ -660,6 +663,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         if options.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {options.workers}")
         config = load_config(args.pipeline)
+        configure_logging(args.log_level, args.log_format)
         serve(
             config,
             options,
@@ -675,24 +679,32 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
+    from .log import FORMATS, LEVELS
     from .serve.http import DEFAULT_MAX_IMAGE_PIXELS
 
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
+    p.add_argument("--port", type=int, default=8080, help="HTTP port (/ocr etc., /health, /metrics)")
     p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight)")
-    p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1 (default npu:0)")
+    p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1")
     p.add_argument(
         "--runtime",
         choices=("ais_bench", "reference", "simulated"),
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
-        "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
+        "with modelled NPU timing, as benchmark --serve); None: $PADDLEX_NPU_RUNTIME, else ais_bench",
     )
-    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above)")
+    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body in MB (413 above)")
     p.add_argument(
-        "--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS, help="largest decoded image (422 above)"
+        "--max-image-pixels",
+        type=int,
+        default=DEFAULT_MAX_IMAGE_PIXELS,
+        help="largest decoded image or PDF page, width x height (422 above)",
     )
     p.add_argument("--shutdown-grace", type=float, default=0.0, help="seconds answering 503 after SIGTERM")
+    p.add_argument(
+        "--log-format", choices=FORMATS, default="text", help="stderr log lines: text, or one JSON object per line"
+    )
+    p.add_argument("--log-level", choices=LEVELS, default="INFO", help="paddlex-npu's log level (access lines: INFO)")
 
 
 def _cmd_triton_repo(args: argparse.Namespace) -> int:
@@ -759,15 +771,110 @@ def _cmd_triton_serve(args: argparse.Namespace) -> int:
 
 def _triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("repo", help="a repository written by `paddlex-npu triton-repo PIPELINE.yaml REPO` (checked first)")
-    p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--host", default="0.0.0.0", help="address of the HTTP and gRPC endpoints and the metrics port")
+    p.add_argument("--http-port", type=int, default=8000, help="Triton's HTTP/REST port (/v2/...)")
+    p.add_argument("--grpc-port", type=int, default=8001, help="Triton's gRPC port")
+    p.add_argument(
+        "--metrics-port", type=int, default=8002, help="Triton's Prometheus metrics port (/metrics: nv_inference_*)"
+    )
     p.add_argument("--poll", type=int, help="poll the repository every N seconds (new versions roll in)")
     p.add_argument(
         "--workdir",
-        help="folder for the Python backend files (default: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
+        help="folder for the Python backend files (None: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
         "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
+    )
+
+
+def _cmd_k8s(args: argparse.Namespace) -> int:
+    from .errors import PaddlexNpuError
+    from .serve import k8s
+
+    try:
+        options = k8s.K8sOptions(
+            image=args.image,
+            name=args.name,
+            namespace=args.namespace,
+            replicas=args.replicas,
+            npu_resource=args.npu_resource,
+            npus=args.npus,
+            workers=args.workers,
+            models_root=args.models_root,
+            models_host_path=args.models_host_path,
+            models_pvc=args.models_pvc,
+            models_mount=args.models_mount,
+            port=args.port,
+            shutdown_grace=args.shutdown_grace,
+            pre_stop_seconds=args.pre_stop_seconds,
+            cpu=args.cpu,
+            memory=args.memory,
+            hpa_max_replicas=args.hpa_max_replicas,
+            hpa_cpu_percent=args.hpa_cpu_percent,
+            node_selector=dict(args.node_selector or []),
+            mount_driver=args.mount_driver,
+        )
+        objects = k8s.manifests(args.kind, args.pipeline, options)
+        paths = k8s.write(objects, args.output)
+    except (PaddlexNpuError, OSError) as exc:
+        return _fail("k8s", exc)
+    for path in paths:
+        print(f"- {path}")
+    print(f"apply them: kubectl apply -f {args.output}")
+    return 0
+
+
+def _key_value(text: str) -> Tuple[str, str]:
+    """argparse type: KEY=VALUE."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=VALUE, e.g. accelerator=huawei-Ascend310P")
+    return key, value
+
+
+def _k8s_args(p: argparse.ArgumentParser) -> None:
+    from .serve.k8s import DEFAULT_NPU_RESOURCE
+
+    p.add_argument(
+        "kind", choices=("serve", "triton"), help="paddlex-npu serve, or Triton (triton-repo + triton-serve)"
+    )
+    p.add_argument("pipeline", type=Path, help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
+    p.add_argument("--image", required=True, help="the container image (deploy/Dockerfile shows how to build one)")
+    p.add_argument("-o", "--output", type=Path, default=Path("k8s"), help="folder for the manifests")
+    p.add_argument("--name", default="paddlex-npu", help="name of the Deployment, Service, ConfigMap, HPA")
+    p.add_argument("--namespace", help="metadata.namespace (None: kubectl's current namespace)")
+    p.add_argument("--replicas", type=_positive_int, default=1, help="pods (each with --npus NPUs)")
+    p.add_argument(
+        "--npu-resource",
+        default=DEFAULT_NPU_RESOURCE,
+        help="the Ascend device plugin's resource: huawei.com/Ascend310P, Ascend910, Ascend310, or a vNPU such as "
+        "Ascend310P-2c",
+    )
+    p.add_argument("--npus", type=_positive_int, default=1, help="NPUs per pod (the server uses npu:0..N-1)")
+    p.add_argument(
+        "--workers", type=_positive_int, default=2, help="serve: worker processes per NPU; triton: instances per NPU"
+    )
+    volume = p.add_mutually_exclusive_group()
+    volume.add_argument("--models-host-path", help="the node folder holding the OM packages (None: --models-root)")
+    volume.add_argument("--models-pvc", help="a PersistentVolumeClaim holding the OM packages instead of a hostPath")
+    p.add_argument(
+        "--models-root",
+        type=Path,
+        help="the local folder whose tree the volume holds (None: the model_dirs' common parent)",
+    )
+    p.add_argument("--models-mount", default="/models", help="where the model volume is mounted in the container")
+    p.add_argument("--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (None: 8080 / 8000)")
+    p.add_argument("--shutdown-grace", type=float, default=5.0, help="serve: seconds answering 503 after SIGTERM")
+    p.add_argument("--pre-stop-seconds", type=int, default=5, help="preStop wait before SIGTERM")
+    p.add_argument("--cpu", default="2", help="CPU request")
+    p.add_argument("--memory", default="8Gi", help="memory request and limit")
+    p.add_argument("--hpa-max-replicas", type=_positive_int, help="add an HPA scaling up to this many pods")
+    p.add_argument("--hpa-cpu-percent", type=_positive_int, default=70, help="the HPA's CPU utilisation target")
+    p.add_argument(
+        "--node-selector", type=_key_value, action="append", help="KEY=VALUE node label to require (repeatable)"
+    )
+    p.add_argument(
+        "--mount-driver",
+        action="store_true",
+        help="hostPath-mount /usr/local/Ascend/driver and npu-smi (nodes without the Ascend docker runtime)",
     )
 
 
@@ -778,6 +885,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     add_args: Callable[[argparse.ArgumentParser], None] = lambda p: None
     needs_route: bool = False  # install the route into PaddleX first
+    show_defaults: bool = False  # --help shows each option's default
 
 
 COMMANDS = (
@@ -826,7 +934,11 @@ COMMANDS = (
         _benchmark_args,
     ),
     Command(
-        "serve", "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU", _cmd_serve, _serve_args
+        "serve",
+        "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU",
+        _cmd_serve,
+        _serve_args,
+        show_defaults=True,
     ),
     Command(
         "triton-repo",
@@ -835,13 +947,25 @@ COMMANDS = (
         _triton_repo_args,
     ),
     Command(
-        "triton-serve", "run nvidia-pytriton's tritonserver on a repository", _cmd_triton_serve, _triton_serve_args
+        "triton-serve",
+        "run nvidia-pytriton's tritonserver on a repository",
+        _cmd_triton_serve,
+        _triton_serve_args,
+        show_defaults=True,
+    ),
+    Command(
+        "k8s",
+        "write Kubernetes manifests (Deployment, Service, optional HPA) for serve or triton-serve on Ascend nodes",
+        _cmd_k8s,
+        _k8s_args,
+        show_defaults=True,
     ),
 )
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    configure_logging()  # the library only has a NullHandler: the CLI prints its records (serve: --log-format)
     if argv[:1] == ["paddlex"]:  # everything after it belongs to PaddleX's own parser
         return _cmd_paddlex(argparse.Namespace(rest=argv[1:]))
     if argv[:1] == ["paddleocr"]:  # and to PaddleOCR's
@@ -850,7 +974,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--version", action="version", version=f"paddlex-npu {__version__}")
     sub = parser.add_subparsers(dest="command")
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        formatter = argparse.ArgumentDefaultsHelpFormatter if cmd.show_defaults else argparse.HelpFormatter
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, formatter_class=formatter)
         cmd.add_args(p)
         p.set_defaults(func=cmd.run)
     args = parser.parse_args(argv)

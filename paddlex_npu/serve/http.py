@@ -18,7 +18,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
-from ..errors import PaddlexNpuError
+from ..errors import PaddlexNpuError, category_of
+from . import metrics, observe
+from .limits import name_the_pixel_option
 from .route import http_status
 from .workers import PipelineWorkers
 
@@ -193,6 +195,7 @@ def create_app(pipeline_config: Dict[str, Any], workers: PipelineWorkers, option
     from paddlex.inference.serving.infra import utils as serving_utils
 
     serving_utils.MAX_IMAGE_PIXELS = options.max_image_pixels  # read by PaddleX's decoder at each call
+    name_the_pixel_option(serving_utils)
     config = dict(pipeline_config)
     config["Serving"] = dict(config.get("Serving") or {})
     app = create_pipeline_app(_NoPipeline(), config)
@@ -213,6 +216,7 @@ def create_app(pipeline_config: Dict[str, Any], workers: PipelineWorkers, option
         from paddlex.inference.serving.infra.models import AIStudioNoResultResponse
 
         status = http_status(exc)
+        observe.set_category(request, category_of(exc))
         body = AIStudioNoResultResponse(
             logId=str(uuid.uuid4()), errorCode=status, errorMsg=f"{type(exc).__name__}: {exc}"
         )
@@ -220,7 +224,8 @@ def create_app(pipeline_config: Dict[str, Any], workers: PipelineWorkers, option
 
     state = _State()
     app.state.npu_serving = state
-    return _Guard(app, state, options.max_body_bytes), state
+    paths = [r.path for r in app.router.routes if hasattr(r, "path")]
+    return observe.ObservedApp(_Guard(app, state, options.max_body_bytes), paths), state
 
 
 def serve(
@@ -230,6 +235,7 @@ def serve(
     503 for ``shutdown_grace`` seconds and until the requests in flight are answered, then stop the workers."""
     import uvicorn
 
+    store = metrics.start(options.devices, options.workers)  # before the workers: they inherit its folder
     workers = PipelineWorkers(pipeline_config, options.devices, options.workers, options.runtime)
     try:
         workers.warm_up()
@@ -251,8 +257,14 @@ def serve(
                 workers.close(wait=False)  # nothing in flight: stop the workers before uvicorn ends the process
                 super().handle_exit(sig, frame)
 
-        config = uvicorn.Config(
-            app, host=options.host, port=options.port, log_level="info", timeout_graceful_shutdown=5
+        config = uvicorn.Config(  # uvicorn's records go to the handlers the program set (log.configure_logging)
+            app,
+            host=options.host,
+            port=options.port,
+            log_level="info",
+            log_config=None,
+            access_log=False,  # observe.ObservedApp logs each request
+            timeout_graceful_shutdown=5,
         )
         server = DrainingServer(config)
         if on_ready:
@@ -260,3 +272,4 @@ def serve(
         server.run()
     finally:
         workers.close()
+        metrics.stop(store)

@@ -37,11 +37,13 @@ def _die_with_parent() -> None:
 
 def _init(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> None:
     global _pipeline
+    from ..log import configure_from_environment
+    from .metrics import instrument_worker
     from .route import create_pipeline
 
     _die_with_parent()
-
-    _pipeline = create_pipeline(config, device_id, runtime)
+    configure_from_environment()  # log as the server does
+    _pipeline = instrument_worker(create_pipeline(config, device_id, runtime), device_id)
 
 
 class Result:
