@@ -105,7 +105,7 @@ def _model_dirs(config: Any, where: str = "") -> List[Tuple[Dict[str, Any], str]
     found = []
     if isinstance(config, dict):
         if isinstance(config.get("model_dir"), str):
-            found.append((config, where or "model_dir"))
+            found.append((config, f"{where}.model_dir" if where else "model_dir"))
         for key, value in config.items():
             found += _model_dirs(value, f"{where}.{key}" if where else str(key))
     return found
