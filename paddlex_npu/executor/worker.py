@@ -12,6 +12,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Union
 
+from ..log import configure_from_environment
+
 
 @dataclass
 class WorkerSpec:
@@ -61,6 +63,7 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(spec.env)
     try:
+        configure_from_environment()  # log as the program that started us (the CLI); nothing if none configured
         from ..paddlex.pipelines import create_on_device, plain_result
 
         if spec.transform is None:

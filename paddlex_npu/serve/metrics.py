@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ..errors import ConfigError
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 DEVICE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -145,6 +147,13 @@ _STORE: Optional[MetricsStore] = None
 def start(devices: Sequence[int], workers_per_device: int) -> MetricsStore:
     """A fresh multiprocess folder for this server, set in the environment before the workers start."""
     global _STORE, _METRICS
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"paddlex-npu serve answers /metrics with prometheus-client, which is not installed ({exc}): "
+            "pip install prometheus-client (requirements/serving.txt, or the paddlex-npu[serving] extra)"
+        ) from exc
     path = Path(tempfile.mkdtemp(prefix="paddlex-npu-metrics-"))
     os.environ[MULTIPROC_ENV] = str(path)
     with _METRICS_LOCK:
