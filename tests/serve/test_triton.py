@@ -289,11 +289,11 @@ def _nv_metrics(port: int) -> dict:
         text = conn.getresponse().read().decode()
     finally:
         conn.close()
-    return {
-        (s.name, s.labels.get("model"), s.labels.get("version")): s.value
+    return {  # by family name: the parser names a counter's sample <name>_total
+        (family.name, s.labels.get("model"), s.labels.get("version")): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name.startswith("nv_inference_")
+        if family.name.startswith("nv_inference_") and s.name in (family.name, family.name + "_total")
     }
 
 
