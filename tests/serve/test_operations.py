@@ -193,3 +193,44 @@ def test_metrics_folder_removed_at_shutdown(server, traffic):
     while os.path.exists(folder) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not os.path.exists(folder)
+
+
+def test_error_categories_in_process():
+    """The category label of each kind of answer, through the same middleware and store (no server): a category an
+    error handler recorded wins; else 4xx is the client's input, 503 unavailable, other 5xx runtime."""
+    import asyncio
+
+    from paddlex_npu.serve import metrics, observe
+
+    async def app(scope, receive, send):
+        status, recorded = {"/dev": (503, "device"), "/busy": (503, None), "/bug": (500, None)}[scope["path"]]
+        if recorded:
+            scope.setdefault("state", {})[observe.CATEGORY_STATE_KEY] = recorded
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b'{"logId": "L1", "errorCode": %d}' % status})
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        pass
+
+    store = metrics.start([0], 1)
+    try:
+        wrapped = observe.ObservedApp(app, ["/dev", "/busy", "/bug"])
+        for path in ("/dev", "/busy", "/bug", "/bug"):
+            asyncio.run(wrapped({"type": "http", "method": "GET", "path": path, "headers": []}, receive, send))
+        status, body, _ = metrics.exposition()
+        assert status == 200
+        samples = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in parser.text_string_to_metric_families(body.decode())
+            for s in family.samples
+        }
+        assert value(samples, "paddlex_npu_requests_total", path="/dev", status="503", category="device") == 1
+        assert value(samples, "paddlex_npu_requests_total", path="/busy", status="503", category="unavailable") == 1
+        assert value(samples, "paddlex_npu_requests_total", path="/bug", status="500", category="runtime") == 2
+        assert value(samples, "paddlex_npu_warmed_up") == 0  # no worker loaded in this store
+    finally:
+        metrics.stop(store)
+    assert not store.path.exists() and metrics.exposition()[0] == 503
