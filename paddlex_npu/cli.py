@@ -54,6 +54,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_number(text: str) -> float:
+    """argparse type: a number above 0 (e.g. megabytes)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give one above 0") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: give a number above 0")
+    return value
+
+
 def _positive_ints(text: str) -> List[int]:
     """argparse type: comma-separated whole numbers >= 1 ('1,2,3')."""
     values = [t.strip() for t in text.split(",") if t.strip()]
@@ -685,7 +696,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
     p.add_argument("--port", type=int, default=8080, help="HTTP port (/ocr etc., /health, /metrics)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight)")
+    p.add_argument("--workers", type=_positive_int, default=1, help="worker processes per device (requests in flight)")
     p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1")
     p.add_argument(
         "--runtime",
@@ -693,14 +704,14 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
         "with modelled NPU timing, as benchmark --serve); None: $PADDLEX_NPU_RUNTIME, else ais_bench",
     )
-    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body in MB (413 above)")
+    p.add_argument("--max-body-mb", type=_positive_number, default=64, help="largest request body in MB (413 above)")
     p.add_argument(
         "--max-image-pixels",
-        type=int,
+        type=_positive_int,
         default=DEFAULT_MAX_IMAGE_PIXELS,
         help="largest decoded image or PDF page, width x height (422 above)",
     )
-    p.add_argument("--shutdown-grace", type=float, default=0.0, help="seconds answering 503 after SIGTERM")
+    p.add_argument("--shutdown-grace", type=_seconds_or_zero, default=0.0, help="seconds answering 503 after SIGTERM")
     p.add_argument(
         "--log-format", choices=FORMATS, default="text", help="stderr log lines: text, or one JSON object per line"
     )
@@ -862,8 +873,10 @@ def _k8s_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--models-mount", default="/models", help="where the model volume is mounted in the container")
     p.add_argument("--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (None: 8080 / 8000)")
-    p.add_argument("--shutdown-grace", type=float, default=5.0, help="serve: seconds answering 503 after SIGTERM")
-    p.add_argument("--pre-stop-seconds", type=int, default=5, help="preStop wait before SIGTERM")
+    p.add_argument(
+        "--shutdown-grace", type=_seconds_or_zero, default=5.0, help="serve: seconds answering 503 after SIGTERM"
+    )
+    p.add_argument("--pre-stop-seconds", type=_positive_int, default=5, help="preStop wait before SIGTERM")
     p.add_argument("--cpu", default="2", help="CPU request")
     p.add_argument("--memory", default="8Gi", help="memory request and limit")
     p.add_argument("--hpa-max-replicas", type=_positive_int, help="add an HPA scaling up to this many pods")
