@@ -820,6 +820,8 @@ def _cmd_k8s(args: argparse.Namespace) -> int:
             memory=args.memory,
             hpa_max_replicas=args.hpa_max_replicas,
             hpa_cpu_percent=args.hpa_cpu_percent,
+            hpa_metric=args.hpa_metric,
+            hpa_in_flight=args.hpa_in_flight,
             node_selector=dict(args.node_selector or []),
             mount_driver=args.mount_driver,
         )
@@ -880,7 +882,18 @@ def _k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", default="2", help="CPU request")
     p.add_argument("--memory", default="8Gi", help="memory request and limit")
     p.add_argument("--hpa-max-replicas", type=_positive_int, help="add an HPA scaling up to this many pods")
+    p.add_argument(
+        "--hpa-metric",
+        choices=("cpu", "in-flight"),
+        default="cpu",
+        help="what the HPA scales on: CPU utilisation, or requests in flight per pod (needs prometheus-adapter)",
+    )
     p.add_argument("--hpa-cpu-percent", type=_positive_int, default=70, help="the HPA's CPU utilisation target")
+    p.add_argument(
+        "--hpa-in-flight",
+        type=_positive_int,
+        help="--hpa-metric in-flight: the target per pod (None: --workers x --npus, one request per worker)",
+    )
     p.add_argument(
         "--node-selector", type=_key_value, action="append", help="KEY=VALUE node label to require (repeatable)"
     )

@@ -22,6 +22,9 @@ from ..errors import ConfigError
 from .route import load_config
 
 KINDS = ("serve", "triton")
+HPA_METRICS = ("cpu", "in-flight")
+# The per-pod series an in-flight HPA reads (served to the HPA by prometheus-adapter from the scraped metrics).
+IN_FLIGHT_SERIES = {"serve": "paddlex_npu_requests_in_flight", "triton": "nv_inference_pending_request_count"}
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend310P"
 CONFIG_DIR = "/etc/paddlex-npu"
 CACHE_DIR = "/var/cache/paddlex-npu"  # PADDLEX_NPU_CACHE: Triton's backend files, the model repository
@@ -53,6 +56,8 @@ class K8sOptions:
     memory: str = "8Gi"
     hpa_max_replicas: Optional[int] = None  # an HPA from replicas up to this many
     hpa_cpu_percent: int = 70
+    hpa_metric: str = "cpu"  # or "in-flight": requests in flight per pod, through prometheus-adapter
+    hpa_in_flight: Optional[int] = None  # the in-flight target per pod (default: workers x npus, one per worker)
     node_selector: Dict[str, str] = field(default_factory=dict)
     mount_driver: bool = False  # hostPath-mount the Ascend driver (clusters without the Ascend docker runtime)
     log_format: str = "json"
@@ -93,6 +98,8 @@ def _check(kind: str, options: K8sOptions) -> str:
         raise ConfigError(
             f"--hpa-max-replicas {options.hpa_max_replicas} is below --replicas {options.replicas}: give at least that"
         )
+    if options.hpa_metric not in HPA_METRICS:
+        raise ConfigError(f"--hpa-metric {options.hpa_metric!r}: give one of {', '.join(HPA_METRICS)}")
     if not PurePosixPath(options.models_mount).is_absolute():
         raise ConfigError(
             f"--models-mount {options.models_mount!r}: give an absolute path in the container, e.g. /models"
@@ -266,19 +273,25 @@ def manifests(kind: str, pipeline: Any, options: K8sOptions) -> List[Dict[str, A
                     "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
                     "minReplicas": options.replicas,
                     "maxReplicas": options.hpa_max_replicas,
-                    "metrics": [
-                        {
-                            "type": "Resource",
-                            "resource": {
-                                "name": "cpu",
-                                "target": {"type": "Utilization", "averageUtilization": options.hpa_cpu_percent},
-                            },
-                        }
-                    ],
+                    "metrics": [_hpa_metric(kind, options)],
                 },
             }
         )
     return objects
+
+
+def _hpa_metric(kind: str, options: K8sOptions) -> Dict[str, Any]:
+    if options.hpa_metric == "cpu":
+        target = {"type": "Utilization", "averageUtilization": options.hpa_cpu_percent}
+        return {"type": "Resource", "resource": {"name": "cpu", "target": target}}
+    per_pod = options.hpa_in_flight or options.workers * options.npus
+    return {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": IN_FLIGHT_SERIES[kind]},
+            "target": {"type": "AverageValue", "averageValue": str(per_pod)},
+        },
+    }
 
 
 def to_yaml(objects: Sequence[Dict[str, Any]]) -> str:

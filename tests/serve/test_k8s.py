@@ -87,7 +87,20 @@ def test_triton_manifests_with_a_pvc_a_vnpu_and_an_hpa_validate(pipeline):
     assert volumes["models"]["persistentVolumeClaim"]["claimName"] == "om-packages"
     hpa = kinds["HorizontalPodAutoscaler"]["spec"]
     assert (hpa["minReplicas"], hpa["maxReplicas"]) == (2, 4)
+    assert hpa["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
     assert all(o["metadata"]["namespace"] == "ocr" for o in objects)
+
+
+@pytest.mark.parametrize(
+    "kind, series", [("serve", "paddlex_npu_requests_in_flight"), ("triton", "nv_inference_pending_request_count")]
+)
+def test_an_hpa_on_requests_in_flight_validates(pipeline, kind, series):
+    options = k8s.K8sOptions(image="paddlex-npu:1", workers=3, npus=2, hpa_max_replicas=5, hpa_metric="in-flight")
+    objects = k8s.manifests(kind, pipeline, options)
+    k8s.validate(objects)
+    (metric,) = _by_kind(objects)["HorizontalPodAutoscaler"]["spec"]["metrics"]
+    assert metric["pods"]["metric"]["name"] == series
+    assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "6"}  # one per worker
 
 
 @pytest.mark.parametrize("resource", ["Ascend910", "huawei.com/Ascend310", "Ascend910-4c", "Ascend310P-4c.3cpu.ndvpp"])
