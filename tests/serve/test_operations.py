@@ -1,8 +1,8 @@
 """Operating ``paddlex-npu serve`` (a real server on loopback, 2 worker processes, ``--log-format json``): its
 ``/metrics`` parse with prometheus-client's parser and count exactly the requests sent, with stage and device
 times from the workers; every stderr line is one JSON object, one access record per request with its logId,
-status, latency and error category; the pixel limit's 422 names its option; the metrics folder is removed at
-shutdown."""
+status, latency and error category; the pixel limit's 422 names its option; a killed worker leaves the ready
+count; the metrics folder is removed at shutdown."""
 
 from __future__ import annotations
 
@@ -68,6 +68,19 @@ def _health(url: str) -> bool:
         return r.status == 200
 
 
+def _workers(pid: int) -> Dict[int, str]:
+    """{pid: PROMETHEUS_MULTIPROC_DIR} of the server's worker processes (started with the folder in their
+    environment; the server's own /proc environ is the one it was started with)."""
+    out = {}
+    for child in open(f"/proc/{pid}/task/{pid}/children").read().split():
+        if b"resource_tracker" in open(f"/proc/{child}/cmdline", "rb").read():
+            continue
+        with open(f"/proc/{child}/environ", "rb") as f:
+            env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        out[int(child)] = env.get(b"PROMETHEUS_MULTIPROC_DIR", b"").decode()
+    return out
+
+
 @pytest.fixture(scope="module")
 def server(pipeline_yaml, tmp_path_factory):
     (port,) = free_ports(1)
@@ -81,7 +94,7 @@ def server(pipeline_yaml, tmp_path_factory):
     why = wait_until(lambda: _health(url), proc, 240, err_log)
     assert why is None, why
     try:
-        yield {"url": url, "proc": proc, "stderr": err_log}
+        yield {"url": url, "proc": proc, "stderr": err_log, "workers": _workers(proc.pid)}
     finally:
         stop(proc)
 
@@ -177,15 +190,25 @@ def test_json_logs_one_object_per_line_and_one_access_record_per_request(server,
     assert access[bad_id]["status"] == 422
 
 
+def test_a_dead_worker_leaves_the_ready_count(server, traffic):
+    """SIGKILL one worker: its live gauges leave the sums (ready below the configured 2, warmed_up 0) while its
+    counts stay. (A supervised pool then starts a replacement, which worker_restarts_total counts.)"""
+    victim = sorted(server["workers"])[0]
+    os.kill(victim, signal.SIGKILL)
+    deadline, seen = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        seen = scrape(server["url"])
+        if value(seen, "paddlex_npu_workers_ready", device="0") < 2:
+            break
+        time.sleep(0.1)
+    assert value(seen, "paddlex_npu_workers_ready", device="0") < 2 and value(seen, "paddlex_npu_warmed_up") == 0
+    assert value(seen, "paddlex_npu_worker_starts_total", device="0") >= 2  # the dead worker's count is kept
+    assert total(seen, "paddlex_npu_device_calls_total") >= total(traffic["after"], "paddlex_npu_device_calls_total")
+
+
 def test_metrics_folder_removed_at_shutdown(server, traffic):
     """Last: SIGTERM; the server's multiprocess folder goes with it."""
-    pid = server["proc"].pid
-    folder = None
-    for child in open(f"/proc/{pid}/task/{pid}/children").read().split():  # the workers were started with it
-        with open(f"/proc/{child}/environ", "rb") as f:
-            for item in f.read().split(b"\0"):
-                if item.startswith(b"PROMETHEUS_MULTIPROC_DIR="):
-                    folder = item.split(b"=", 1)[1].decode()
+    (folder,) = set(server["workers"].values())
     assert folder and os.path.isdir(folder) and os.listdir(folder)
     server["proc"].send_signal(signal.SIGTERM)
     assert server["proc"].wait(60) in (0, -signal.SIGTERM)
