@@ -114,18 +114,21 @@ class _Metrics:
 
 
 _METRICS: Optional[_Metrics] = None
+_METRICS_FOLDER: Optional[str] = None  # the folder _METRICS writes to
 _METRICS_LOCK = threading.Lock()
 
 
 def _metrics() -> Optional[_Metrics]:
     """This process's metrics, or None outside a server (no multiprocess folder: nothing is counted)."""
-    global _METRICS
+    global _METRICS, _METRICS_FOLDER
     folder = os.environ.get(MULTIPROC_ENV)
+    if _METRICS is not None and folder == _METRICS_FOLDER:  # the common case: no file-system call per request
+        return _METRICS
     if not folder or not os.path.isdir(folder):
         return None
     with _METRICS_LOCK:
-        if _METRICS is None:
-            _METRICS = _Metrics()
+        if _METRICS is None or folder != _METRICS_FOLDER:
+            _METRICS, _METRICS_FOLDER = _Metrics(), folder
         return _METRICS
 
 
