@@ -797,6 +797,8 @@ def _triton_serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_k8s(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from .errors import PaddlexNpuError
     from .serve import k8s
 
@@ -827,10 +829,16 @@ def _cmd_k8s(args: argparse.Namespace) -> int:
         )
         objects = k8s.manifests(args.kind, args.pipeline, options)
         paths = k8s.write(objects, args.output)
+        checked = k8s.validate(objects) if importlib.util.find_spec("kubernetes_validate") else None
     except (PaddlexNpuError, OSError) as exc:
         return _fail("k8s", exc)
     for path in paths:
         print(f"- {path}")
+    print(
+        f"checked against the Kubernetes {checked} schemas"
+        if checked
+        else "not checked: pip install kubernetes-validate"
+    )
     print(f"apply them: kubectl apply -f {args.output}")
     return 0
 

@@ -33,6 +33,7 @@ SERVE_DRAIN_TIMEOUT = 60  # ServeOptions.drain_timeout: the longest wait for req
 # The device plugin's resources: whole NPUs (huawei.com/Ascend910, Ascend310P, Ascend310) and vNPUs cut by
 # MindCluster from a 910 or 310P (e.g. huawei.com/Ascend310P-2c, Ascend910-4c, Ascend310P-4c.3cpu.ndvpp).
 _RESOURCE = re.compile(r"^huawei\.com/Ascend(910|310P|310)(-[0-9]+c(\.[0-9]+cpu)?(\.[0-9]+g)?(\.n?dvpp)?)?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")  # e.g. 500m, 2, 8Gi
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 
 
@@ -98,6 +99,9 @@ def _check(kind: str, options: K8sOptions) -> str:
         raise ConfigError(
             f"--hpa-max-replicas {options.hpa_max_replicas} is below --replicas {options.replicas}: give at least that"
         )
+    for what, value, example in (("--cpu", options.cpu, "2 or 500m"), ("--memory", options.memory, "8Gi")):
+        if not _QUANTITY.match(str(value)):
+            raise ConfigError(f"{what} {value!r} is not a Kubernetes quantity: give e.g. {example}")
     if options.hpa_metric not in HPA_METRICS:
         raise ConfigError(f"--hpa-metric {options.hpa_metric!r}: give one of {', '.join(HPA_METRICS)}")
     if not PurePosixPath(options.models_mount).is_absolute():
@@ -294,9 +298,16 @@ def _hpa_metric(kind: str, options: K8sOptions) -> Dict[str, Any]:
     }
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """No anchors or aliases (``&id001`` / ``*id001``) where one dict appears twice (the labels)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def to_yaml(objects: Sequence[Dict[str, Any]]) -> str:
     """One multi-document YAML (``kubectl apply -f`` takes it)."""
-    return yaml.safe_dump_all(list(objects), sort_keys=False)
+    return yaml.dump_all(list(objects), Dumper=_PlainDumper, sort_keys=False)
 
 
 def write(objects: Sequence[Dict[str, Any]], out_dir: Path) -> List[Path]:
@@ -306,14 +317,14 @@ def write(objects: Sequence[Dict[str, Any]], out_dir: Path) -> List[Path]:
     written = []
     for obj in objects:
         path = out_dir / f"{obj['kind'].lower()}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
+        path.write_text(yaml.dump(obj, Dumper=_PlainDumper, sort_keys=False), encoding="utf-8")
         written.append(path)
     return written
 
 
-def validate(objects: Sequence[Dict[str, Any]], kubernetes_version: str = "1.37.0") -> None:
+def validate(objects: Sequence[Dict[str, Any]], kubernetes_version: str = "1.37.0") -> str:
     """Check each object against the Kubernetes schemas (kubernetes-validate, offline, strict: unknown fields
-    refused); raises ConfigError naming the object and the first line of what is wrong."""
+    refused); raises ConfigError naming the object and the first line of what is wrong. Returns the version."""
     try:
         import kubernetes_validate
     except ImportError as exc:
@@ -324,3 +335,4 @@ def validate(objects: Sequence[Dict[str, Any]], kubernetes_version: str = "1.37.
         except kubernetes_validate.ValidationError as exc:
             first = str(exc).strip().splitlines()[0]
             raise ConfigError(f"{obj.get('kind')} {obj.get('metadata', {}).get('name')}: {first}") from None
+    return kubernetes_version

@@ -117,13 +117,21 @@ def test_npu_resource_names(resource):
         ({"models_root": "/nowhere"}, "SubModules.TextDetection.model_dir", "not under the models root /nowhere"),
         ({"hpa_max_replicas": 1, "replicas": 2}, "--hpa-max-replicas", "1 is below --replicas 2"),
         ({"image": "a b"}, "--image", "'a b': give the image reference"),
+        ({"memory": "8 GB"}, "--memory", "'8 GB' is not a Kubernetes quantity: give e.g. 8Gi"),
+        ({"cpu": "two"}, "--cpu", "'two' is not a Kubernetes quantity"),
     ],
-    ids=["gpu", "vnpu-count", "name", "models-root", "hpa", "image"],
+    ids=["gpu", "vnpu-count", "name", "models-root", "hpa", "image", "memory", "cpu"],
 )
 def test_bad_options_are_refused_naming_the_option(pipeline, options, first, says):
     with pytest.raises(ConfigError) as err:
         k8s.manifests("serve", pipeline, k8s.K8sOptions(**{"image": "paddlex-npu:1", **options}))
     assert str(err.value).startswith(first) and says in str(err.value), str(err.value)
+
+
+def test_to_yaml_reads_back_as_the_objects(pipeline):
+    objects = k8s.manifests("serve", pipeline, k8s.K8sOptions(image="paddlex-npu:1", hpa_max_replicas=2))
+    text = k8s.to_yaml(objects)
+    assert list(yaml.safe_load_all(text)) == objects and "*id" not in text
 
 
 def test_validate_names_the_object_and_the_fault():
@@ -142,12 +150,14 @@ def test_cli_writes_files_that_validate(pipeline, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     files = sorted(p.name for p in (tmp_path / "m").iterdir())
+    assert "&id" not in (tmp_path / "m" / "deployment.yaml").read_text()  # plain YAML, no anchors
     assert files == ["configmap.yaml", "deployment.yaml", "horizontalpodautoscaler.yaml", "service.yaml"]
     objects = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "m").iterdir())]
     k8s.validate(objects)
     (c,) = _by_kind(objects)["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert c["resources"]["limits"]["huawei.com/Ascend910"] == "2" and "npu:0,1" in c["args"]
     assert f"kubectl apply -f {tmp_path / 'm'}" in out.stdout
+    assert "checked against the Kubernetes 1.37.0 schemas" in out.stdout
 
 
 def test_cli_refuses_a_bad_resource_with_the_option_named(pipeline, tmp_path):
