@@ -268,7 +268,7 @@ def test_empty_http_body_and_content_type(triton, images):
     assert status == 200 and _hps_answer(answer)["errorCode"] == 0, answer
 
 
-# Triton's own series on its metrics port that docs/operations.md names (counters, and cumulative microseconds)
+# Triton's own series on its metrics port that docs/monitoring.md names (counters, and cumulative microseconds)
 NV_SERIES = (
     "nv_inference_request_success",
     "nv_inference_request_failure",
