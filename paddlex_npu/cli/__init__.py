@@ -17,6 +17,7 @@ paddlex-npu serve-bench       load on real servers over loopback HTTP (alias: be
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
 paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
+paddlex-npu k8s serve|triton PIPELINE.yaml --image IMAGE [-o DIR]   Kubernetes manifests for Ascend nodes
 
 A new group of commands is a module here with ``COMMANDS`` and ``add_parsers(subparsers)``, listed in ``GROUPS``.
 """
@@ -28,12 +29,13 @@ import os
 import sys
 from typing import List, Optional
 
+from ..log import configure_logging
 from ..version import __version__
-from . import build, passthrough, patch, perf, reports, serve
+from . import build, deploy, passthrough, patch, perf, reports, serve
 from .common import install_route
 
 # The command table: each group registers its commands, in this order in `paddlex-npu --help`.
-GROUPS = (passthrough, patch, build, reports, perf, serve)
+GROUPS = (passthrough, patch, build, reports, perf, serve, deploy)
 COMMANDS = tuple(cmd for group in GROUPS for cmd in group.COMMANDS)
 
 
@@ -48,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    configure_logging()  # the library only has a NullHandler: the CLI prints its records (serve: --log-format)
     if argv[:1] and argv[0] in passthrough.PASSTHROUGH:  # everything after it belongs to that tool's own parser
         return passthrough.PASSTHROUGH[argv[0]](argparse.Namespace(rest=argv[1:]))
     parser = build_parser()

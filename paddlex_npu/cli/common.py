@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass
-from typing import Callable, List, Sequence
+from typing import Callable, List, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -18,12 +18,14 @@ class Command:
     run: Callable[[argparse.Namespace], int]
     add_args: Callable[[argparse.ArgumentParser], None] = lambda p: None
     needs_route: bool = False  # install the route into PaddleX first
+    show_defaults: bool = False  # --help shows each option's default
 
 
 def add_commands(subparsers: argparse._SubParsersAction, commands: Sequence[Command]) -> None:
     """Register ``commands`` as subcommands (a group module's ``add_parsers`` calls this)."""
     for cmd in commands:
-        p = subparsers.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        formatter = argparse.ArgumentDefaultsHelpFormatter if cmd.show_defaults else argparse.HelpFormatter
+        p = subparsers.add_parser(cmd.name, help=cmd.help, description=cmd.help, formatter_class=formatter)
         cmd.add_args(p)
         p.set_defaults(func=cmd.run, needs_route=cmd.needs_route)
 
@@ -50,6 +52,25 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is below 1: give 1 or more")
     return value
+
+
+def positive_number(text: str) -> float:
+    """argparse type: a number above 0 (e.g. megabytes)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number: give one above 0") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: give a number above 0")
+    return value
+
+
+def key_value(text: str) -> Tuple[str, str]:
+    """argparse type: KEY=VALUE."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=VALUE, e.g. accelerator=huawei-Ascend310P")
+    return key, value
 
 
 def positive_ints(text: str) -> List[int]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import Command, add_commands, fail
+from .common import Command, add_commands, fail, positive_int, positive_number, seconds_or_zero
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from ..deps import require
     from ..errors import PaddlexNpuError
+    from ..log import configure_logging
     from ..paddlex.pipelines import load_config
     from ..serve.http import ServeOptions, serve
     from ..serve.route import parse_devices
@@ -36,6 +37,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if options.workers < 1:
             raise ValueError(f"--workers must be >= 1, got {options.workers}")
         config = load_config(args.pipeline)
+        configure_logging(args.log_level, args.log_format)
         serve(
             config,
             options,
@@ -51,53 +53,56 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def serve_args(p: argparse.ArgumentParser) -> None:
+    from ..log import FORMATS, LEVELS
     from ..serve import http
 
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight)")
-    p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1 (default npu:0)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
+    p.add_argument("--port", type=int, default=8080, help="HTTP port (/ocr etc., /health, /ready, /metrics)")
+    p.add_argument("--workers", type=positive_int, default=1, help="worker processes per device (requests in flight)")
+    p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1")
     p.add_argument(
         "--runtime",
         choices=("ais_bench", "reference", "simulated"),
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
-        "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
+        "with modelled NPU timing, as benchmark --serve); None: $PADDLEX_NPU_RUNTIME, else ais_bench",
     )
-    p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above; default 64)")
+    p.add_argument("--max-body-mb", type=positive_number, default=64, help="largest request body in MB (413 above)")
     p.add_argument(
         "--max-image-pixels",
-        type=int,
+        type=positive_int,
         default=http.DEFAULT_MAX_IMAGE_PIXELS,
-        help=f"largest image or PDF page, read from its header before decoding (422 above; default "
-        f"{http.DEFAULT_MAX_IMAGE_PIXELS})",
+        help="largest image or PDF page, width x height, read from its header before decoding (422 above)",
     )
     p.add_argument(
         "--max-request-pixels",
-        type=int,
+        type=positive_int,
         default=http.DEFAULT_MAX_REQUEST_PIXELS,
-        help=f"all pages of one request together (422 above; default {http.DEFAULT_MAX_REQUEST_PIXELS})",
+        help="all pages of one request together (422 above)",
     )
     p.add_argument(
         "--max-queue",
-        type=int,
+        type=positive_int,
         default=http.DEFAULT_MAX_QUEUE,
-        help=f"requests waiting for a worker; beyond, 503 + Retry-After at once (default {http.DEFAULT_MAX_QUEUE})",
+        help="requests waiting for a worker; beyond, 503 + Retry-After at once",
     )
     p.add_argument(
         "--request-timeout",
-        type=float,
+        type=seconds_or_zero,
         default=http.DEFAULT_REQUEST_TIMEOUT,
-        help=f"seconds a worker may spend on one request: 504 and the worker replaced above; 0: none (default "
-        f"{http.DEFAULT_REQUEST_TIMEOUT:g})",
+        help="seconds a worker may spend on one request: 504 and the worker replaced above; 0: none",
     )
     p.add_argument(
         "--restart-limit",
         type=int,
-        help="dead workers replaced per --restart-window (default: 2 per worker)",
+        help="dead workers replaced per --restart-window; None: 2 per worker",
     )
-    p.add_argument("--restart-window", type=float, default=600.0, help="seconds of the restart budget (default 600)")
-    p.add_argument("--shutdown-grace", type=float, default=0.0, help="seconds answering 503 after SIGTERM (default 0)")
+    p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
+    p.add_argument("--shutdown-grace", type=seconds_or_zero, default=0.0, help="seconds answering 503 after SIGTERM")
+    p.add_argument(
+        "--log-format", choices=FORMATS, default="text", help="stderr log lines: text, or one JSON object per line"
+    )
+    p.add_argument("--log-level", choices=LEVELS, default="INFO", help="paddlex-npu's log level (access lines: INFO)")
 
 
 def run_triton_repo(args: argparse.Namespace) -> int:
@@ -176,21 +181,27 @@ def run_triton_serve(args: argparse.Namespace) -> int:
 
 def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("repo", help="a repository written by `paddlex-npu triton-repo PIPELINE.yaml REPO` (checked first)")
-    p.add_argument("--host", default="0.0.0.0")
-    p.add_argument("--http-port", type=int, default=8000)
-    p.add_argument("--grpc-port", type=int, default=8001)
-    p.add_argument("--metrics-port", type=int, default=8002)
+    p.add_argument("--host", default="0.0.0.0", help="address of the HTTP and gRPC endpoints and the metrics port")
+    p.add_argument("--http-port", type=int, default=8000, help="Triton's HTTP/REST port (/v2/...)")
+    p.add_argument("--grpc-port", type=int, default=8001, help="Triton's gRPC port")
+    p.add_argument(
+        "--metrics-port", type=int, default=8002, help="Triton's Prometheus metrics port (/metrics: nv_inference_*)"
+    )
     p.add_argument("--poll", type=int, help="poll the repository every N seconds (new versions roll in)")
     p.add_argument(
         "--workdir",
-        help="folder for the Python backend files (default: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
+        help="folder for the Python backend files (None: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
         "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
     )
 
 
 COMMANDS = (
     Command(
-        "serve", "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU", run_serve, serve_args
+        "serve",
+        "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU",
+        run_serve,
+        serve_args,
+        show_defaults=True,
     ),
     Command(
         "triton-repo",
@@ -198,7 +209,13 @@ COMMANDS = (
         run_triton_repo,
         triton_repo_args,
     ),
-    Command("triton-serve", "run nvidia-pytriton's tritonserver on a repository", run_triton_serve, triton_serve_args),
+    Command(
+        "triton-serve",
+        "run nvidia-pytriton's tritonserver on a repository",
+        run_triton_serve,
+        triton_serve_args,
+        show_defaults=True,
+    ),
 )
 
 

@@ -14,6 +14,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Union
 
+from ..log import configure_from_environment
+
 
 @dataclass
 class WorkerSpec:
@@ -26,6 +28,7 @@ class WorkerSpec:
     transform: Optional[Callable[[Any], Any]] = None
     env: Dict[str, str] = field(default_factory=dict)
     stages: bool = False  # time each predictor's pre-processing / model / post-processing (paddlex/stages.py)
+    wrap: Optional[Callable[[Any, int], Any]] = None  # (pipeline, device_id) -> pipeline, once it is loaded
 
 
 @dataclass
@@ -122,11 +125,14 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
     _die_with_parent()
     os.environ.update(spec.env)
     try:
+        configure_from_environment()  # log as the program that started us (the CLI); nothing if none configured
         from ..paddlex.pipelines import create_on_device, plain_result
 
         if spec.transform is None:
             spec.transform = plain_result
         pipeline = create_on_device(spec.pipeline, spec.device_id, spec.create_kwargs)
+        if spec.wrap is not None:
+            pipeline = spec.wrap(pipeline, spec.device_id)
         clock = None
         if spec.stages:
             from ..paddlex.stages import instrument

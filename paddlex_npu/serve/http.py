@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import PaddlexNpuError
+from ..errors import PaddlexNpuError, category_of
 from ..errors import http_status as category_status
 from ..executor.pool import (
     PoolClosedError,
@@ -30,6 +30,7 @@ from ..executor.pool import (
 )
 from ..log import logger
 from . import images as pixel_guard
+from . import metrics, observe
 from .images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS, PixelLimits
 from .options import check_options
 from .replies import error_body
@@ -373,6 +374,7 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     @app.exception_handler(PaddlexNpuError)
     async def _route_error(request: Any, exc: PaddlexNpuError) -> Any:
         status, message, headers = error_answer(exc)
+        observe.set_category(request, category_of(exc))
         if status >= 500:
             logger.error("serve: %s", message, exc_info=exc)
         return JSONResponse(
@@ -406,13 +408,15 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
             return await _http_error(request, exc)
         logger.error("serve: %s %s failed", request.method, request.url.path, exc_info=exc)
         status, message, headers = error_answer(exc)
+        observe.set_category(request, category_of(exc))
         return JSONResponse(
             _body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
         )
 
     state = _State(pool=pool)
     app.state.npu_serving = state
-    return _Guard(app, state, options.max_body_bytes), state
+    paths = [r.path for r in app.router.routes if hasattr(r, "path")]
+    return observe.ObservedApp(_Guard(app, state, options.max_body_bytes), paths), state
 
 
 def _dotted(loc: Any) -> str:
@@ -452,6 +456,7 @@ def serve(
     return (the CLI exits 0)."""
     import uvicorn
 
+    store = metrics.start(options.devices, options.workers)  # before the workers: they inherit its folder
     pool = start_pool(pipeline_config, options)
     try:
         app, state = create_app(pipeline_config, pool, options)
@@ -474,8 +479,14 @@ def serve(
                 if clean:  # every request answered: exit 0 rather than re-raise the signal (143)
                     self._captured_signals.clear()
 
-        config = uvicorn.Config(
-            app, host=options.host, port=options.port, log_level="info", timeout_graceful_shutdown=5
+        config = uvicorn.Config(  # uvicorn's records go to the handlers the program set (log.configure_logging)
+            app,
+            host=options.host,
+            port=options.port,
+            log_level="info",
+            log_config=None,
+            access_log=False,  # observe.ObservedApp logs each request
+            timeout_graceful_shutdown=5,
         )
         server = DrainingServer(config)
         if on_ready:
@@ -483,3 +494,4 @@ def serve(
         server.run()
     finally:
         pool.close()
+        metrics.stop(store)

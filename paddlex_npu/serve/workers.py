@@ -43,7 +43,9 @@ def worker_spec(config: Dict[str, Any], device_id: int, runtime: Optional[str]) 
     pipeline = {k: v for k, v in config.items() if k not in ("use_hpip", "hpi_config")}
     create = {"use_hpip": True, "hpi_config": hpi_config(config, device_id, runtime)}
     env = {"PADDLEX_NPU_RUNTIME": runtime} if runtime else {}
-    return WorkerSpec(pipeline, device_id, create, {}, serve_result, env)
+    from .metrics import instrument_worker
+
+    return WorkerSpec(pipeline, device_id, create, {}, serve_result, env, wrap=instrument_worker)
 
 
 def check_packages(config: Dict[str, Any]) -> None:

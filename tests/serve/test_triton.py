@@ -72,7 +72,15 @@ def triton(pipeline_yaml, tmp_path_factory):
     assert why is None, why
     clients = {"http": client, "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}")}
     try:
-        yield {**clients, "new_http": new_http, "repo": repo, "proc": proc, "log": log, "http_port": http}
+        yield {
+            **clients,
+            "new_http": new_http,
+            "repo": repo,
+            "proc": proc,
+            "log": log,
+            "http_port": http,
+            "metrics_port": metrics,
+        }
     finally:
         for c in clients.values():
             c.close()  # open connections would hold Triton's shutdown for its exit timeout
@@ -258,6 +266,52 @@ def test_empty_http_body_and_content_type(triton, images):
     body = triton_body({"file": _b64(images["english"]), "fileType": 1})
     status, answer = _post(triton["http_port"], "/v2/models/ocr/infer", body, "text/plain")
     assert status == 200 and _hps_answer(answer)["errorCode"] == 0, answer
+
+
+# Triton's own series on its metrics port that docs/monitoring.md names (counters, and cumulative microseconds)
+NV_SERIES = (
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_infer_duration_us",
+)
+
+
+def _nv_metrics(port: int) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return {  # by family name: the parser names a counter's sample <name>_total
+        (family.name, s.labels.get("model"), s.labels.get("version")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if family.name.startswith("nv_inference_") and s.name in (family.name, family.name + "_total")
+    }
+
+
+def test_metrics_port_serves_the_nv_inference_series(triton, images):
+    """Triton's metrics port (loopback here) answers in the Prometheus text format; a request moves the OCR
+    model's success count by one (Triton refreshes its metrics every 2 s: bounded wait)."""
+    before = _nv_metrics(triton["metrics_port"])
+    version = str(next(m.version for m in triton["repo"].models if m.name == "ocr"))
+    for name in NV_SERIES:
+        assert (name, "ocr", version) in before, (name, sorted({k[0] for k in before}))
+    ans = _ask(triton["http"], httpclient, "ocr", {"file": _b64(images["english"]), "fileType": 1})
+    assert ans["errorCode"] == 0, ans
+    key = ("nv_inference_request_success", "ocr", version)
+    deadline = time.monotonic() + 20
+    while (after := _nv_metrics(triton["metrics_port"]))[key] < before[key] + 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert after[key] == before[key] + 1
+    assert after[("nv_inference_compute_infer_duration_us", "ocr", version)] > 0
 
 
 def test_shutdown_answers_requests_in_flight(triton, images):

@@ -1,0 +1,367 @@
+"""Prometheus metrics of ``paddlex-npu serve``, answered at ``/metrics`` (the text exposition format).
+
+The server and its worker processes count in prometheus-client's multiprocess mode: :func:`start` makes a fresh
+folder for this server and sets ``PROMETHEUS_MULTIPROC_DIR`` before any worker starts (spawned workers inherit
+it); every process writes its own files there; ``/metrics`` merges them (``MultiProcessCollector``) and adds
+what only the server knows (workers configured, restarts, requests waiting for a worker). :func:`stop` removes
+the folder. How the worker pool is built does not matter: a worker calls :func:`instrument_worker` on its
+pipeline once it is loaded, and counts from then on.
+
+Series (all prefixed ``paddlex_npu_``):
+
+- ``requests_total{path,status,category}``: answered requests; category ``none`` (2xx/3xx), ``input`` (any 4xx:
+  the client's request), ``config``/``device``/``runtime`` (a paddlex-npu error's category), ``unavailable``
+  (503 while draining or full), ``runtime`` for other 5xx;
+- ``request_duration_seconds{path}``: latency histogram, from the first byte read to the last byte sent;
+- ``requests_in_flight``, ``requests_queued`` (in flight and not in a worker's ``predict``: decoding, waiting
+  for a worker, encoding the answer);
+- ``stage_seconds{device,stage}``: per request in a worker, ``pre`` / ``model`` / ``post`` (each predictor's
+  pre-processing, model calls, post-processing: :mod:`paddlex_npu.paddlex.stages`), ``other`` (the pipeline's
+  own work between its predictors) and ``device`` (the session calls within it);
+- ``device_calls_total{device,model}``, ``device_call_failures_total{device,model}``,
+  ``device_call_seconds{device,model}``: each ``InferSession.infer`` (copies in, execution, copies out);
+- ``workers_configured{device}``, ``workers_ready{device}`` (pipeline loaded and warmed up), ``workers_busy``,
+  ``worker_starts_total{device}``, ``worker_restarts_total{device}`` (starts beyond the configured workers),
+  ``warmed_up`` (1 once every configured worker is ready).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ..errors import ConfigError
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+DEVICE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+STAGES = ("pre", "model", "post", "other", "device")
+CATEGORIES = ("none", "input", "config", "device", "runtime", "unavailable")
+
+
+class _Metrics:
+    """The metric objects of one process (created once the multiprocess folder is set)."""
+
+    def __init__(self) -> None:
+        from prometheus_client import Counter, Gauge, Histogram, values
+
+        values.ValueClass = values.get_value_class()  # chosen at import: choose again now the folder is set
+        self.requests = Counter(
+            "paddlex_npu_requests",
+            "HTTP requests answered, by path, status and error category",
+            ["path", "status", "category"],
+            registry=None,
+        )
+        self.latency = Histogram(
+            "paddlex_npu_request_duration_seconds",
+            "HTTP request latency, first byte read to last byte sent",
+            ["path"],
+            buckets=LATENCY_BUCKETS,
+            registry=None,
+        )
+        self.in_flight = Gauge(
+            "paddlex_npu_requests_in_flight", "HTTP requests in progress", multiprocess_mode="livesum", registry=None
+        )
+        self.stage = Histogram(
+            "paddlex_npu_stage_seconds",
+            "seconds per request in a worker, by stage: pre, model, post (the predictors'), other (the pipeline's "
+            "own work), device (its session calls)",
+            ["device", "stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=None,
+        )
+        self.device_calls = Counter(
+            "paddlex_npu_device_calls", "InferSession.infer calls", ["device", "model"], registry=None
+        )
+        self.device_failures = Counter(
+            "paddlex_npu_device_call_failures",
+            "InferSession.infer calls that raised",
+            ["device", "model"],
+            registry=None,
+        )
+        self.device_seconds = Histogram(
+            "paddlex_npu_device_call_seconds",
+            "seconds per InferSession.infer call (copies in, execution, copies out)",
+            ["device", "model"],
+            buckets=DEVICE_BUCKETS,
+            registry=None,
+        )
+        self.busy = Gauge(
+            "paddlex_npu_workers_busy",
+            "workers running a pipeline call",
+            ["device"],
+            multiprocess_mode="livesum",
+            registry=None,
+        )
+        self.ready = Gauge(
+            "paddlex_npu_workers_ready",
+            "workers whose pipeline is loaded and warmed up",
+            ["device"],
+            multiprocess_mode="livesum",
+            registry=None,
+        )
+        self.starts = Counter(
+            "paddlex_npu_worker_starts", "workers that loaded their pipeline", ["device"], registry=None
+        )
+
+
+_METRICS: Optional[_Metrics] = None
+_METRICS_FOLDER: Optional[str] = None  # the folder _METRICS writes to
+_METRICS_LOCK = threading.Lock()
+
+
+def _metrics() -> Optional[_Metrics]:
+    """This process's metrics, or None outside a server (no multiprocess folder: nothing is counted)."""
+    global _METRICS, _METRICS_FOLDER
+    folder = os.environ.get(MULTIPROC_ENV)
+    if _METRICS is not None and folder == _METRICS_FOLDER:  # the common case: no file-system call per request
+        return _METRICS
+    if not folder or not os.path.isdir(folder):
+        return None
+    with _METRICS_LOCK:
+        if _METRICS is None or folder != _METRICS_FOLDER:
+            _METRICS, _METRICS_FOLDER = _Metrics(), folder
+        return _METRICS
+
+
+# ---- the server (parent) ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class MetricsStore:
+    """The multiprocess folder of one server, and what the server knows that its workers do not."""
+
+    path: Path
+    workers: Dict[str, int]  # device -> configured workers
+    closed: bool = False
+
+
+_STORE: Optional[MetricsStore] = None
+
+
+def start(devices: Sequence[int], workers_per_device: int) -> MetricsStore:
+    """A fresh multiprocess folder for this server, set in the environment before the workers start."""
+    global _STORE, _METRICS
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"paddlex-npu serve answers /metrics with prometheus-client, which is not installed ({exc}): "
+            "pip install prometheus-client (requirements/serving.txt, or the paddlex-npu[serving] extra)"
+        ) from exc
+    path = Path(tempfile.mkdtemp(prefix="paddlex-npu-metrics-"))
+    os.environ[MULTIPROC_ENV] = str(path)
+    with _METRICS_LOCK:
+        _METRICS = None  # a previous server's objects write to a removed folder
+    _STORE = MetricsStore(path, {str(d): workers_per_device for d in devices})
+    return _STORE
+
+
+def stop(store: Optional[MetricsStore] = None) -> None:
+    """Remove the server's folder (idempotent)."""
+    global _STORE, _METRICS
+    store = store or _STORE
+    if store is None or store.closed:
+        return
+    store.closed = True
+    if os.environ.get(MULTIPROC_ENV) == str(store.path):
+        del os.environ[MULTIPROC_ENV]
+    with _METRICS_LOCK:
+        _METRICS = None
+    shutil.rmtree(store.path, ignore_errors=True)
+    if _STORE is store:
+        _STORE = None
+
+
+def request_started() -> None:
+    m = _metrics()
+    if m is not None:
+        m.in_flight.inc()
+
+
+def request_finished(path: str, status: int, category: str, seconds: float) -> None:
+    m = _metrics()
+    if m is not None:
+        m.in_flight.dec()
+        m.requests.labels(path, str(status), category).inc()
+        m.latency.labels(path).observe(seconds)
+
+
+_LIVE_FILE = re.compile(r"gauge_live\w*?_(\d+)\.db$")
+
+
+def _forget_dead_processes(path: Path) -> None:
+    """Drop the live gauges of processes that are gone (a worker that died or was replaced)."""
+    from prometheus_client import multiprocess
+
+    pids = {int(m.group(1)) for f in glob.glob(str(path / "gauge_live*.db")) if (m := _LIVE_FILE.search(f))}
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            multiprocess.mark_process_dead(pid, str(path))
+        except PermissionError:
+            pass
+
+
+class _ServeCollector:
+    """The merged multiprocess metrics, plus the series derived from them and the server's configuration."""
+
+    def __init__(self, store: MetricsStore) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        _forget_dead_processes(self.store.path)
+        families = list(MultiProcessCollector(None, str(self.store.path)).collect())
+        yield from families
+        by_device: Dict[str, Dict[str, float]] = {}
+        in_flight = 0.0
+        for family in families:
+            for sample in family.samples:
+                if sample.name == "paddlex_npu_requests_in_flight":
+                    in_flight += sample.value
+                elif sample.name in ("paddlex_npu_workers_busy", "paddlex_npu_workers_ready"):
+                    key = sample.name.rsplit("_", 1)[1]
+                    values = by_device.setdefault(sample.labels.get("device", ""), {})
+                    values[key] = values.get(key, 0.0) + sample.value
+                elif sample.name == "paddlex_npu_worker_starts_total":
+                    values = by_device.setdefault(sample.labels.get("device", ""), {})
+                    values["starts"] = values.get("starts", 0.0) + sample.value
+        configured = GaugeMetricFamily(
+            "paddlex_npu_workers_configured", "worker processes the server runs per device", labels=["device"]
+        )
+        restarts = CounterMetricFamily(
+            "paddlex_npu_worker_restarts", "workers started beyond the configured ones", labels=["device"]
+        )
+        warm = 1.0
+        for device, count in sorted(self.store.workers.items()):
+            seen = by_device.get(device, {})
+            configured.add_metric([device], count)
+            restarts.add_metric([device], max(0.0, seen.get("starts", 0.0) - count))
+            warm = warm if seen.get("ready", 0.0) >= count else 0.0
+        busy = sum(v.get("busy", 0.0) for v in by_device.values())
+        yield configured
+        yield restarts
+        yield GaugeMetricFamily(
+            "paddlex_npu_warmed_up", "1 once every configured worker has loaded and warmed up its pipeline", warm
+        )
+        yield GaugeMetricFamily(
+            "paddlex_npu_requests_queued",
+            "requests in flight and not in a worker's pipeline call (decoding, waiting for a worker, encoding)",
+            max(0.0, in_flight - busy),
+        )
+
+
+def exposition(accept: str = "") -> Tuple[int, bytes, str]:
+    """(status, body, content type) of ``/metrics``: the text format, or OpenMetrics when asked for."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import choose_encoder
+
+    store = _STORE
+    if store is None or store.closed or not store.path.is_dir():
+        return 503, b"metrics are not available: the server is not running or is shutting down\n", "text/plain"
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_ServeCollector(store))
+    encoder, content_type = choose_encoder(accept)
+    return 200, encoder(registry), content_type
+
+
+# ---- the workers ----------------------------------------------------------------------------------------------
+
+
+def _om_runners(root: Any, depth: int = 6) -> List[Any]:
+    """The OM runners reachable from a pipeline through attributes, lists and dicts."""
+    from ..run.runner import OMRunner
+
+    found, seen, frontier = [], set(), [root]
+    for _ in range(depth):
+        nxt: List[Any] = []
+        for obj in frontier:
+            if id(obj) in seen or isinstance(obj, (str, bytes, int, float, type)):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, OMRunner):
+                found.append(obj)
+                continue
+            if isinstance(obj, dict):
+                nxt += list(obj.values())
+            elif isinstance(obj, (list, tuple)):
+                nxt += list(obj)
+            elif hasattr(obj, "__dict__"):
+                nxt += list(vars(obj).values())
+        frontier = nxt
+    return found
+
+
+def _time_session_calls(runner: Any, m: _Metrics, device: str, spent: List[float]) -> None:
+    """Count and time every ``infer`` call of this runner's session (the device calls)."""
+    session = runner.session
+    original = session.infer
+    model = str(runner.name)
+    calls, failures = m.device_calls.labels(device, model), m.device_failures.labels(device, model)
+    seconds = m.device_seconds.labels(device, model)
+
+    def infer(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        except BaseException:
+            failures.inc()
+            raise
+        finally:
+            took = time.perf_counter() - start
+            calls.inc()
+            seconds.observe(took)
+            spent[0] += took
+
+    session.infer = infer
+
+
+def instrument_worker(pipeline: Any, device_id: int) -> Any:
+    """In a worker process of a server, once its pipeline is loaded (and warmed up): count this worker ready,
+    and time each ``pipeline.predict`` by stage and every device call. Outside a server (no multiprocess
+    folder) the pipeline is returned untouched."""
+    m = _metrics()
+    if m is None:
+        return pipeline
+    from ..paddlex.stages import instrument
+
+    device = str(device_id)
+    spent = [0.0]  # device seconds so far, in this process
+    for runner in _om_runners(pipeline):
+        _time_session_calls(runner, m, device, spent)
+    clock = instrument(pipeline)
+    original = pipeline.predict
+    busy = m.busy.labels(device)
+    stage = {name: m.stage.labels(device, name) for name in STAGES}
+
+    def predict(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        busy.inc()
+        start, before, device_before = time.perf_counter(), clock.totals(), spent[0]
+        try:
+            yield from original(*args, **kwargs)
+        finally:
+            busy.dec()
+            total = time.perf_counter() - start
+            after = clock.totals()
+            parts = {k.split("_")[0]: after[k] - before[k] for k in after}  # pre, model, post
+            for name, value in parts.items():
+                stage[name].observe(value)
+            stage["other"].observe(max(0.0, total - sum(parts.values())))
+            stage["device"].observe(spent[0] - device_before)
+
+    pipeline.predict = predict
+    m.starts.labels(device).inc()
+    m.ready.labels(device).set(1)
+    return pipeline
