@@ -14,6 +14,8 @@ paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
 paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
+paddlex-npu ray-ocr INPUTS... OUTPUT [--address A]   a corpus on a Ray cluster's NPUs (paddlex_npu/ray/cli.py)
+paddlex-npu ray-serve PIPELINE.yaml [--address A]   Ray Serve deployment, PaddleX's schema (paddlex_npu/ray/cli.py)
 """
 
 from __future__ import annotations
@@ -853,6 +855,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_args(p)
         p.set_defaults(func=cmd.run)
+    from .ray.cli import add_parsers as add_ray_parsers  # ray-ocr, ray-serve (Ray imported when they run)
+
+    add_ray_parsers(sub)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -13,6 +13,7 @@ from .errors import ConfigError, PaddlexNpuError
 OPTIONAL = {
     "onnx": ("onnx", "convert"),
     "onnxruntime": ("onnxruntime", "reference"),
+    "ray": ("'ray[data,serve]'", "ray"),
 }
 
 

@@ -43,6 +43,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..config import SimulationConfig
+from ..errors import ConfigError
 from ..log import logger
 from .reference import InferSession
 
@@ -163,9 +164,27 @@ _DEVICES: Dict[Tuple[int, str], DeviceLock] = {}
 _DEVICES_LOCK = threading.Lock()
 
 
+VISIBLE_ENV = "ASCEND_RT_VISIBLE_DEVICES"
+
+
+def physical_npu(device_id: int) -> int:
+    """The physical NPU behind logical ``device_id``: the id-th entry of ``$ASCEND_RT_VISIBLE_DEVICES`` when it
+    is set (as Ray and container runtimes set it: inside a Ray actor its one chip is device 0), else the id."""
+    visible = [v.strip() for v in os.environ.get(VISIBLE_ENV, "").split(",") if v.strip()]
+    if not visible:
+        return device_id
+    if not 0 <= device_id < len(visible) or not visible[device_id].isdigit():
+        raise ConfigError(
+            f"npu:{device_id} is not among the devices {VISIBLE_ENV}={os.environ[VISIBLE_ENV]} makes visible: "
+            f"give a device id below {len(visible)} (ids are logical after {VISIBLE_ENV}), or unset it"
+        )
+    return int(visible[device_id])
+
+
 def device_lock(lock_dir: Path, device_id: int) -> DeviceLock:
-    """The process's lock of one simulated device (a fresh file description after a fork)."""
-    path = Path(lock_dir) / f"npu{device_id}.lock"
+    """The process's lock of one simulated device, keyed by the physical NPU (:func:`physical_npu`), so that
+    processes that see the chip under different logical ids share it (a fresh file description after a fork)."""
+    path = Path(lock_dir) / f"npu{physical_npu(device_id)}.lock"
     key = (os.getpid(), str(path))
     with _DEVICES_LOCK:
         if key not in _DEVICES:

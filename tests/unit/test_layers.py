@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
-ORDER = ["base", "om", "run", "paddlex", "executor", "tools", "serve", "testing", "cli"]
+ORDER = ["base", "om", "run", "paddlex", "executor", "tools", "serve", "testing", "ray", "cli"]
 BASE = {"errors", "config", "log", "version", "deps"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
