@@ -292,8 +292,8 @@ def ocr(
     ray_remote_args: Optional[Dict[str, Any]] = None,
 ) -> Any:
     """A Ray Dataset of PaddleX results (rows ``id, page, texts, scores, boxes, error, npu, node, pid, seconds,
-    result``) of ``pipeline`` over ``inputs`` (paths, folders, globs, or a Ray Dataset: :func:`read_inputs`), on ``npus``
-    NPU actors (an int, or (min, max) to autoscale), one NPU each. Lazy: write it (``write_parquet``,
+    result``) of ``pipeline`` over ``inputs`` (paths, folders, globs, or a Ray Dataset: :func:`read_inputs`), on
+    ``npus`` NPU actors (an int, or (min, max) to autoscale), one NPU each. Lazy: write it (``write_parquet``,
     ``write_json``) or iterate it to run it.
 
     ``decode``: ``"tasks"`` decodes in CPU tasks of ``decode_cpus`` each before the NPU actors, ``"actor"`` in the
