@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -69,6 +70,13 @@ def _output_format(output: Path, given: Optional[str]) -> str:
     return fmt
 
 
+def actor_env(environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The variables of this command's environment that configure paddlex-npu and PaddleX (``PADDLEX_NPU_*``,
+    ``PADDLE_PDX_*``): set for its actors too, which otherwise inherit the environment of their node's raylet."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if k.startswith(("PADDLEX_NPU_", "PADDLE_PDX_"))}
+
+
 def _init_ray(address: Optional[str], command: str) -> None:
     from ..deps import require
 
@@ -124,6 +132,7 @@ def _cmd_ray_ocr(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             decode=args.decode,
             runtime=args.runtime,
+            env=actor_env(),
             keep_result=not args.no_result_json,
         )
         writer = _Writer(args.output, fmt)
@@ -190,6 +199,7 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
             args.pipeline,
             name=args.name,
             runtime=args.runtime,
+            env=actor_env(),
             num_replicas=args.replicas,
             autoscaling_config=args.autoscaling,
             max_ongoing_requests=args.max_ongoing_requests,

@@ -1,0 +1,126 @@
+"""Batch OCR on Ray Data on a real two-node local cluster (simulated NPUs): the same texts as the in-process
+pipeline, every input exactly once (failing ones with their error), bytes datasets, the ``ray-ocr`` command, and
+the faults: an NPU actor's process killed mid-job, a whole node removed mid-job.
+
+What makes the faults harmless is Ray's own fault tolerance, as :func:`paddlex_npu.ray.ocr` sets it: the NPU
+actors have ``max_restarts=-1`` (a dead actor is started again, on any node with a free NPU) and
+``max_task_retries=-1`` (the batches it held run again on it); Ray Data's CPU tasks have ``max_retries=-1``, and
+the blocks a lost node held are rebuilt from their lineage. A batch's rows come from its one successful run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.ray.conftest import CHIPS, add_npu_node
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def _check(rows, inputs, expected):
+    """Every input exactly once; its texts equal the in-process pipeline's."""
+    assert sorted(r["id"] for r in rows) == sorted(inputs)
+    for r in rows:
+        assert r["error"] is None, r["error"]
+        assert r["texts"] == expected[r["id"]], r["id"]
+        assert len(r["scores"]) == len(r["texts"]) == len(r["boxes"]) and all(len(b) == 4 for b in r["boxes"])
+
+
+def test_texts_equal_the_in_process_pipeline_and_failing_inputs_keep_their_row(
+    cluster, ocr_config, sim_env, corpus, expected, tmp_path
+):
+    from paddlex_npu.ray import ocr
+
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    missing = tmp_path / "missing.png"
+    good = [str(p) for p in corpus[:6]]
+    rows = ocr(good + [str(missing), str(broken)], ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
+    assert sorted(r["id"] for r in rows) == sorted(good + [str(missing), str(broken)])
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[str(missing)]["error"].startswith("FileNotFoundError") and not by_id[str(missing)]["texts"]
+    assert "not an image OpenCV can decode" in by_id[str(broken)]["error"]
+    _check([by_id[p] for p in good], good, expected)
+    assert {by_id[p]["npu"] for p in good} <= {"0", "1", "2", "3"}  # the chips Ray assigned
+    assert json.loads(by_id[good[0]]["result"])["rec_texts"] == expected[good[0]]
+
+
+def test_a_bytes_dataset_decoded_in_the_actor(cluster, ocr_config, sim_env, corpus, expected):
+    import ray
+
+    from paddlex_npu.ray import ocr
+
+    paths = [str(p) for p in corpus[:3]]
+    ds = ray.data.read_binary_files(paths, include_paths=True)  # columns bytes, path (the id)
+    rows = ocr(ds, ocr_config, npus=1, decode="actor", env=sim_env, keep_result=False).take_all()
+    _check(rows, paths, expected)
+    assert all(r["result"] is None for r in rows)
+
+
+def test_the_ray_ocr_command_writes_parquet_and_json_lines(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+    import pyarrow.parquet as pq
+
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
+    folder = corpus[0].parent
+    env = {**os.environ, **sim_env}
+    outputs = {}
+    for name in ("out.parquet", "out.jsonl"):
+        out = tmp_path / name
+        cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(folder), str(out), "--address", cluster.address]
+        cmd += ["--pipeline", str(pipeline), "--npus", "2", "--batch-size", "3"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"{len(corpus)} row(s) (0 with an error)" in proc.stdout and "first result after" in proc.stderr
+        outputs[name] = out
+    _check(pq.read_table(outputs["out.parquet"]).to_pylist(), [str(p) for p in corpus], expected)
+    lines = outputs["out.jsonl"].read_text(encoding="utf-8").splitlines()
+    _check([json.loads(line) for line in lines], [str(p) for p in corpus], expected)
+
+
+def test_the_ray_ocr_command_names_a_bad_output(tmp_path):
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(tmp_path), str(tmp_path / "out.csv")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "cannot tell the format of" in proc.stderr and "name it .parquet or .jsonl" in proc.stderr
+
+
+def test_a_killed_npu_actor_is_restarted_and_no_page_is_lost_or_repeated(
+    cluster, ocr_config, sim_env, corpus, expected
+):
+    from paddlex_npu.ray import ocr
+
+    inputs = [str(p) for p in corpus]
+    rows, victim = [], None
+    for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
+        if victim is None:  # mid-job: the first page is out, the others are queued or running
+            victim = row["pid"]
+            os.kill(victim, signal.SIGKILL)
+        rows.append(row)
+    _check(rows, inputs, expected)
+    assert {r["pid"] for r in rows} - {victim}  # the rest was done by the other actor or the restarted one
+
+
+def test_a_node_removed_mid_job_loses_no_page(cluster, ocr_config, sim_env, corpus, expected):
+    from paddlex_npu.ray import ocr
+
+    inputs = [str(p) for p in corpus]
+    worker = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
+    rows, removed = [], False
+    try:
+        for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
+            if not removed:  # mid-job: a host dies with its actor, its tasks and the blocks it held
+                cluster.remove_node(worker, allow_graceful=False)
+                removed = True
+            rows.append(row)
+    finally:
+        if removed:
+            add_npu_node(cluster, CHIPS[1])  # a replacement host, for the tests after this one
+            cluster.wait_for_nodes()
+    _check(rows, inputs, expected)
