@@ -24,5 +24,6 @@ fi
 "$VENV/bin/python" -m pip install -q --no-deps -e .
 if [ "$GEN" = 3.7 ]; then  # serving: PaddleX's serving extra, nvidia-pytriton (tritonserver), tritonclient
   "$VENV/bin/python" -m pip install -q -r requirements/serving.txt
+  "$VENV/bin/python" -m pip install -q -r requirements/ray.txt  # ray-ocr / ray-serve (tests/ray)
 fi
 echo "environment ready: $VENV (PaddleX $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("paddlex"))'))"
