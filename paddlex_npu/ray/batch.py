@@ -115,13 +115,13 @@ def _ids(batch: Dict[str, np.ndarray]) -> List[str]:
 
 def _decode_one(data: bytes, name: str) -> List[np.ndarray]:
     """The BGR arrays PaddleX reads from one file's bytes: one for an image, one per page for a PDF."""
-    if data[:5] == b"%PDF-":
-        from paddlex.inference.utils.io import PDFReader
+    if data[:5] == b"%PDF-":  # PaddleX's own PDF rendering, with the settings its image batch sampler uses
+        from paddlex.inference.utils.io.readers import PDFReaderBackend
         from paddlex.inference.utils.pdf_rendering import DEFAULT_MAX_IMAGE_PIXELS
         from paddlex.utils.flags import PDF_RENDER_SCALE
 
-        reader = PDFReader(zoom=PDF_RENDER_SCALE, max_pixels=DEFAULT_MAX_IMAGE_PIXELS)
-        return [np.ascontiguousarray(page) for page in reader.read(reader.load(data))]
+        backend = PDFReaderBackend(zoom=PDF_RENDER_SCALE, max_pixels=DEFAULT_MAX_IMAGE_PIXELS)
+        return [np.ascontiguousarray(page) for page in backend.read_file(backend.load_file(data))]
     import cv2
 
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR) if data else None

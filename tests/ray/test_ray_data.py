@@ -33,16 +33,24 @@ def _check(rows, inputs, expected):
 
 
 def test_texts_equal_the_in_process_pipeline_and_failing_inputs_keep_their_row(
-    cluster, ocr_config, sim_env, corpus, expected, tmp_path
+    cluster, ocr_config, sim_env, corpus, expected, npu_pipeline, tmp_path
 ):
+    from PIL import Image
+
     from paddlex_npu.ray import ocr
 
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
     missing = tmp_path / "missing.png"
+    pdf = tmp_path / "two-pages.pdf"  # decoded in the CPU tasks with PaddleX's own PDF rendering
+    first, *rest = [Image.open(p).convert("RGB") for p in corpus[6:8]]
+    first.save(pdf, save_all=True, append_images=rest)
     good = [str(p) for p in corpus[:6]]
-    rows = ocr(good + [str(missing), str(broken)], ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
-    assert sorted(r["id"] for r in rows) == sorted(good + [str(missing), str(broken)])
+    inputs = good + [str(missing), str(pdf), str(broken)]
+    rows = ocr(inputs, ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
+    assert sorted((r["id"], r["page"]) for r in rows) == sorted([(p, 0) for p in inputs] + [(str(pdf), 1)])
+    pages = sorted((r for r in rows if r["id"] == str(pdf)), key=lambda r: r["page"])
+    assert [r["texts"] for r in pages] == [list(r["rec_texts"]) for r in npu_pipeline.predict(str(pdf))]
     by_id = {r["id"]: r for r in rows}
     assert by_id[str(missing)]["error"].startswith("FileNotFoundError") and not by_id[str(missing)]["texts"]
     assert "not an image OpenCV can decode" in by_id[str(broken)]["error"]
