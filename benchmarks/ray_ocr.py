@@ -65,18 +65,20 @@ def _figures(name: str, start: float, arrivals: List[float], seconds: List[float
     }
 
 
-def run_executor(config, pages: List[str], sim_env: Dict[str, str]) -> Dict:
+def run_executor(config, pages: List[str], sim_env: Dict[str, str], threads: str = "") -> Dict:
     from paddlex_npu.executor import ParallelExecutor
 
     start = time.monotonic()
-    with ParallelExecutor(config, devices=(0, 1), runtime="simulated", env=sim_env) as ex:
+    worker_env = {**sim_env, "OMP_NUM_THREADS": threads} if threads else sim_env
+    with ParallelExecutor(config, devices=(0, 1), runtime="simulated", env=worker_env) as ex:
         ready = time.monotonic()
         arrivals, seconds = [], []
         for r in ex.map(pages):
             assert r.ok, r.error
             arrivals.append(time.monotonic())
             seconds.append(r.timing["seconds"])
-    out = _figures("executor (2 workers, npu:0,1)", ready, arrivals, seconds, 2)
+    name = "executor (2 workers, npu:0,1" + (f", OMP_NUM_THREADS={threads})" if threads else ")")
+    out = _figures(name, ready, arrivals, seconds, 2)
     out["startup"] = ready - start
     return out
 
@@ -145,6 +147,8 @@ def main() -> None:
     run_executor(config, pages, sim_env)  # records the simulated device's outputs: every run after replays
     results = [run_executor(config, pages, sim_env)]
     print(f"executor ready after {results[0]['startup']:.1f} s; {_load()}", flush=True)
+    results.append(run_executor(config, pages, sim_env, threads="1"))  # as Ray sets it for a 1-CPU actor
+    print(f"executor (OMP_NUM_THREADS=1) done; {_load()}", flush=True)
 
     head = {**NODE, "resources": {"NPU": 1}, "env_vars": {"ASCEND_RT_VISIBLE_DEVICES": "0"}}
     cluster = Cluster(initialize_head=True, head_node_args={**head, "include_dashboard": False})
@@ -152,6 +156,7 @@ def main() -> None:
         cluster.add_node(**NODE, resources={"NPU": 1}, env_vars={"ASCEND_RT_VISIBLE_DEVICES": "1"})
         ray.init(address=cluster.address, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
+        run_ray(config, pages[:4], sim_env, "tasks")  # warm-up: Ray's worker processes start and import once
         for decode in ("tasks", "actor"):
             results.append(run_ray(config, pages, sim_env, decode))
             print(f"{results[-1]['name']} done; {_load()}", flush=True)
@@ -162,10 +167,10 @@ def main() -> None:
 
     base = results[0]["steady"]
     head = f"{'pages/s e2e':>11} {'steady':>8} {'vs exec':>8} {'first s':>8} {'in-pipe s':>9} {'other s':>8}"
-    print(f"\n{'route':44} {head}")
+    print(f"\n{'route':56} {head}")
     for r in results:
         print(
-            f"{r['name']:44} {r['end_to_end']:11.2f} {r['steady']:8.2f} {r['steady'] / base:7.2f}x "
+            f"{r['name']:56} {r['end_to_end']:11.2f} {r['steady']:8.2f} {r['steady'] / base:7.2f}x "
             f"{r['first']:8.1f} {r['inside']:9.3f} {r['overhead']:8.3f}"
         )
     print("(first s: executor from ready, Ray from the ocr() call, actors' start included; in-pipe s: the")
