@@ -13,9 +13,10 @@
   ``error`` set, never a lost row;
 - :func:`ocr` is the one call for the common case, returning the (lazy) Ray Dataset of those rows.
 
-Fault tolerance is Ray's: NPU actors restart without limit (``max_restarts=-1``) and the batches a dead actor
-held run again (``max_task_retries=-1``); CPU tasks are retried (``max_retries=-1``) and the blocks a lost node
-held are rebuilt from lineage. Each input's row is produced by exactly one successful task.
+Fault tolerance is Ray Data's own (its defaults, :data:`ACTOR_FAULT_TOLERANCE`): NPU actors restart without
+limit (``max_restarts=-1``) and the batches a dead actor held run again (``max_task_retries=-1``); CPU tasks are
+retried (``max_retries=-1``) and the blocks a lost node held are rebuilt from lineage. Each input's row is
+produced by exactly one successful task.
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ..errors import ConfigError
-from .devices import assigned_device_id, assigned_npus
+from .devices import assigned_device_id, assigned_npus, require_npus
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 PDF_SUFFIXES = (".pdf",)
-# Ray's fault-tolerance settings for the NPU actors (also Ray Data's defaults for actor pools, set explicitly)
+# The fault tolerance the NPU actors rely on: Ray Data's defaults for actor pools (Ray 2.60, ActorPoolMapOperator.
+# _apply_default_remote_args; tests/ray checks them). Not passed again: Ray 2.60 deprecates extra remote args.
 ACTOR_FAULT_TOLERANCE = {"max_restarts": -1, "max_task_retries": -1}
 INPUT_COLUMNS = ("image", "bytes", "path")
 
@@ -265,6 +267,16 @@ class PipelineBatch:
         }
 
 
+def _check_pipeline(pipeline: Union[str, Dict[str, Any]]) -> None:
+    """A pipeline YAML that is not there fails here, not in every actor."""
+    if isinstance(pipeline, (str, os.PathLike)) and Path(pipeline).suffix.lower() in (".yaml", ".yml"):
+        if not Path(pipeline).is_file():
+            raise ConfigError(
+                f"pipeline config {pipeline} does not exist: give a PaddleX pipeline YAML (its model_dir entries: "
+                "OM packages, at the same path on every node) or a pipeline name such as OCR"
+            )
+
+
 def _pool(npus: Union[int, Tuple[int, int]]) -> Any:
     from ray.data import ActorPoolStrategy
 
@@ -290,6 +302,7 @@ def ocr(
     env: Optional[Dict[str, str]] = None,
     keep_result: bool = True,
     ray_remote_args: Optional[Dict[str, Any]] = None,
+    check_npus: bool = True,
 ) -> Any:
     """A Ray Dataset of PaddleX results (rows ``id, page, texts, scores, boxes, error, npu, node, pid, seconds,
     result``) of ``pipeline`` over ``inputs`` (paths, folders, globs, or a Ray Dataset: :func:`read_inputs`), on
@@ -300,20 +313,25 @@ def ocr(
     NPU actors themselves. ``actor_cpus``: CPUs each NPU actor reserves (its host pre/post-processing).
     ``runtime``: ``PADDLEX_NPU_RUNTIME`` in the actors (``ais_bench``, ``reference``, ``simulated``); ``env``:
     more environment for them. ``ray_remote_args``: more options for the NPU actors (e.g.
-    ``{"max_restarts": 3}``); the default restarts them and retries their batches without limit.
+    ``{"max_restarts": 3}``); Ray Data's default restarts them and retries their batches without limit.
+    ``check_npus``: refuse at once when the cluster declares fewer NPUs than the pool's (minimum) size (turn it
+    off for a cluster whose autoscaler adds NPU nodes on demand).
     """
     if decode not in ("tasks", "actor"):
         raise ConfigError(f"decode={decode!r}: give 'tasks' (CPU tasks before the NPU actors) or 'actor'")
     if batch_size < 1:
         raise ConfigError(f"batch_size={batch_size}: give a number of inputs per batch >= 1")
     compute = _pool(npus)
+    _check_pipeline(pipeline)
+    if check_npus:
+        require_npus(npus if isinstance(npus, int) else npus[0], f"ocr(npus={npus!r})")
     actor_env = dict(env or {})
     if runtime:
         actor_env["PADDLEX_NPU_RUNTIME"] = runtime
     ds = read_inputs(inputs)
     if decode == "tasks":
         ds = ds.map_batches(decode_batch, batch_size=batch_size, num_cpus=decode_cpus, batch_format="numpy")
-    remote_args = {**ACTOR_FAULT_TOLERANCE, **(ray_remote_args or {})}
+    remote_args = dict(ray_remote_args or {})  # Ray Data's defaults: ACTOR_FAULT_TOLERANCE
     resources = {**remote_args.pop("resources", {}), "NPU": 1}
     return ds.map_batches(
         PipelineBatch,

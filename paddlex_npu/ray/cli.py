@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -25,6 +26,21 @@ FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 def _fail(command: str, exc: BaseException) -> int:
     print(f"paddlex-npu {command}: {exc}", file=sys.stderr)
     return 1
+
+
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def _ray_failure(exc: BaseException) -> str:
+    """The first line for an error Ray raised from the cluster (an actor that could not build its pipeline, a
+    Serve deployment that failed): the original exception's line out of Ray's report, then where the rest is."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    causes = [m for m in map(_ERROR_LINE.match, lines) if m]
+    if not causes:
+        first = lines[0] if lines else repr(exc)
+        return f"{type(exc).__name__}: {first}"
+    name, message = causes[-1].groups()
+    return f"{name}: {message} (raised on the cluster; Ray's whole report: the worker logs, `ray logs`)"
 
 
 def _positive(text: str) -> int:
@@ -156,7 +172,17 @@ def _cmd_ray_ocr(args: argparse.Namespace) -> int:
         )
     except (PaddlexNpuError, ValueError, OSError) as exc:
         return _fail("ray-ocr", exc)
+    except Exception as exc:  # Ray's errors from the cluster; anything else is a bug: raised
+        if not _is_ray_error(exc):
+            raise
+        return _fail("ray-ocr", _ray_failure(exc))
     return 0
+
+
+def _is_ray_error(exc: BaseException) -> bool:
+    from ray.exceptions import RayError
+
+    return isinstance(exc, RayError)
 
 
 def _ray_ocr_args(p: argparse.ArgumentParser) -> None:
@@ -214,6 +240,8 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
         print("paddlex-npu ray-serve: stopped", flush=True)
     except (PaddlexNpuError, ValueError, OSError) as exc:
         return _fail("ray-serve", exc)
+    except RuntimeError as exc:  # Serve's "Deploying application ... failed": the replica's error follows
+        return _fail("ray-serve", _ray_failure(exc))
     return 0
 
 

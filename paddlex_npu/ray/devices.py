@@ -51,3 +51,19 @@ def assigned_device_id() -> int:
             "(ray start --resources '{\"NPU\": 8}', or detected from /dev/davinci*)"
         )
     return logical_id(npus[0])
+
+
+def require_npus(count: int, what: str) -> None:
+    """A :class:`ConfigError` unless the Ray cluster declares at least ``count`` NPUs (asked for more, Ray would
+    wait for them without end). Connects to Ray (``ray.init()``) if the caller has not."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init()
+    total = ray.cluster_resources().get("NPU", 0)
+    if total < count:
+        raise ConfigError(
+            f"{what} needs {count} NPU(s), and the Ray cluster declares {total:g}: start Ray on each Atlas host "
+            "with its NPUs detected (`ray status` lists them under Resources) or declared (ray start --resources "
+            "'{\"NPU\": 8}'), connect to that cluster (--address / ray.init(address=...)), or ask for fewer"
+        )

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Union
 from ray import serve
 
 from ..errors import ConfigError
-from .devices import assigned_device_id
+from .devices import assigned_device_id, require_npus
 
 DEFAULT_NAME = "paddlex-npu"
 
@@ -127,6 +127,7 @@ def run_deployment(
 ) -> str:
     """Start Serve's HTTP proxy on ``host:port`` (on the head node only, by default) and run ``app`` at ``/``;
     returns the URL once every replica has built its pipeline."""
+    require_npus(1, "the Serve application (one NPU per replica)")
     serve.start(proxy_location=proxy_location, http_options={"host": host, "port": port})
     serve.run(app, name=name, route_prefix="/")
     return f"http://{host}:{port}"

@@ -23,6 +23,40 @@ from tests.ray.conftest import CHIPS, add_npu_node
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
+def test_ray_data_restarts_npu_actors_and_retries_their_batches_by_default():
+    """What the fault tests rely on, pinned: a Ray upgrade that changes these defaults fails here first."""
+    from ray.data import DataContext
+    from ray.data._internal.execution.operators.actor_pool_map_operator import ActorPoolMapOperator
+
+    from paddlex_npu.ray import ACTOR_FAULT_TOLERANCE
+
+    applied = ActorPoolMapOperator._apply_default_remote_args({}, DataContext.get_current())
+    assert {k: applied[k] for k in ACTOR_FAULT_TOLERANCE} == ACTOR_FAULT_TOLERANCE
+
+
+def test_too_few_npus_or_a_missing_pipeline_fail_at_once(cluster, tmp_path):
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.ray import ocr
+
+    with pytest.raises(ConfigError, match=r"ocr\(npus=5\) needs 5 NPU\(s\), and the Ray cluster declares 4"):
+        ocr([str(tmp_path)], "OCR", npus=5)
+    with pytest.raises(ConfigError, match="pipeline config .*missing.yaml does not exist"):
+        ocr([str(tmp_path)], str(tmp_path / "missing.yaml"))
+
+
+def test_an_actor_that_cannot_build_its_pipeline_fails_the_command_with_the_reason(cluster, corpus, tmp_path):
+    from paddlex_npu.testing import assets
+
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(assets.ocr_pipeline_config(tmp_path / "no-models")), encoding="utf-8")
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0]), str(tmp_path / "out.jsonl")]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--runtime", "simulated"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("paddlex-npu ray-ocr: ") and "no-models" in last and "raised on the cluster" in last, last
+
+
 def _check(rows, inputs, expected):
     """Every input exactly once; its texts equal the in-process pipeline's."""
     assert sorted(r["id"] for r in rows) == sorted(inputs)
