@@ -105,25 +105,36 @@ def test_a_bytes_dataset_decoded_in_the_actor(cluster, ocr_config, sim_env, corp
     assert all(r["result"] is None for r in rows)
 
 
-def test_the_ray_ocr_command_writes_parquet_and_json_lines(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+def test_the_ray_ocr_command_writes_parquet(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
     import pyarrow.parquet as pq
 
     pipeline = tmp_path / "ocr.yaml"
     pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
-    folder = corpus[0].parent
-    env = {**os.environ, **sim_env}
-    outputs = {}
-    for name in ("out.parquet", "out.jsonl"):
-        out = tmp_path / name
-        cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(folder), str(out), "--address", cluster.address]
-        cmd += ["--pipeline", str(pipeline), "--npus", "2", "--batch-size", "3"]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        assert f"{len(corpus)} row(s) (0 with an error)" in proc.stdout and "first result after" in proc.stderr
-        outputs[name] = out
-    _check(pq.read_table(outputs["out.parquet"]).to_pylist(), [str(p) for p in corpus], expected)
-    lines = outputs["out.jsonl"].read_text(encoding="utf-8").splitlines()
-    _check([json.loads(line) for line in lines], [str(p) for p in corpus], expected)
+    out = tmp_path / "out.parquet"
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0].parent), str(out)]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--batch-size", "3"]
+    proc = subprocess.run(cmd, env={**os.environ, **sim_env}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(corpus)} row(s) (0 with an error)" in proc.stdout and "first result after" in proc.stderr
+    assert "MapBatches(PipelineBatch)" in proc.stderr  # Ray Data's progress
+    _check(pq.read_table(out).to_pylist(), [str(p) for p in corpus], expected)
+
+
+def test_json_lines_hold_the_same_rows(tmp_path):
+    import pyarrow as pa
+
+    from paddlex_npu.ray.batch import _schema
+    from paddlex_npu.ray.cli import _Writer
+
+    row = {"id": "a.png", "page": 0, "texts": ["Total 12"], "scores": [0.9], "boxes": [[1, 2, 3, 4]], "error": None}
+    row.update({"npu": "2", "node": "n", "pid": 7, "seconds": 0.1, "result": "{}"})
+    failed = {**row, "id": "b.png", "texts": [], "scores": [], "boxes": [], "error": "ValueError: not an image"}
+    writer = _Writer(tmp_path / "out.jsonl", "jsonl")
+    writer.write(pa.Table.from_pylist([row], schema=_schema()))
+    writer.write(pa.Table.from_pylist([failed], schema=_schema()))
+    writer.close(_schema())
+    lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [row, failed]
 
 
 def test_the_ray_ocr_command_names_a_bad_output(tmp_path):
