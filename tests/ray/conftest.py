@@ -5,9 +5,11 @@ node never serialise the other's."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import pytest
 
@@ -24,6 +26,23 @@ from tests.paddlex.conftest import npu_pipeline  # noqa: E402, F401  (the in-pro
 VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 NODE = {"num_cpus": 2, "object_store_memory": 256 * 1024 * 1024}
 CHIPS = ("0,1", "2,3")  # the NPUs of the head and of the second node
+
+
+@contextlib.contextmanager
+def bounded(seconds: float, what: str) -> Iterator[None]:
+    """Fail (``TimeoutError``) instead of hanging if the block takes longer than ``seconds`` (a job that waits
+    for resources that never come, an actor that never restarts)."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"{what} took more than {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def add_npu_node(cluster, chips: str):

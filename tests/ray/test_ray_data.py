@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-from tests.ray.conftest import CHIPS, add_npu_node
+from tests.ray.conftest import CHIPS, add_npu_node, bounded
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -81,7 +81,8 @@ def test_texts_equal_the_in_process_pipeline_and_failing_inputs_keep_their_row(
     first.save(pdf, save_all=True, append_images=rest)
     good = [str(p) for p in corpus[:6]]
     inputs = good + [str(missing), str(pdf), str(broken)]
-    rows = ocr(inputs, ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
+    with bounded(300, "the job"):
+        rows = ocr(inputs, ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
     assert sorted((r["id"], r["page"]) for r in rows) == sorted([(p, 0) for p in inputs] + [(str(pdf), 1)])
     pages = sorted((r for r in rows if r["id"] == str(pdf)), key=lambda r: r["page"])
     assert [r["texts"] for r in pages] == [list(r["rec_texts"]) for r in npu_pipeline.predict(str(pdf))]
@@ -100,7 +101,8 @@ def test_a_bytes_dataset_decoded_in_the_actor(cluster, ocr_config, sim_env, corp
 
     paths = [str(p) for p in corpus[:3]]
     ds = ray.data.read_binary_files(paths, include_paths=True)  # columns bytes, path (the id)
-    rows = ocr(ds, ocr_config, npus=1, decode="actor", env=sim_env, keep_result=False).take_all()
+    with bounded(300, "the job"):
+        rows = ocr(ds, ocr_config, npus=1, decode="actor", env=sim_env, keep_result=False).take_all()
     _check(rows, paths, expected)
     assert all(r["result"] is None for r in rows)
 
@@ -151,11 +153,12 @@ def test_a_killed_npu_actor_is_restarted_and_no_page_is_lost_or_repeated(
 
     inputs = [str(p) for p in corpus]
     rows, victim = [], None
-    for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
-        if victim is None:  # mid-job: the first page is out, the others are queued or running
-            victim = row["pid"]
-            os.kill(victim, signal.SIGKILL)
-        rows.append(row)
+    with bounded(300, "the job with a killed actor"):
+        for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
+            if victim is None:  # mid-job: the first page is out, the others are queued or running
+                victim = row["pid"]
+                os.kill(victim, signal.SIGKILL)
+            rows.append(row)
     _check(rows, inputs, expected)
     assert {r["pid"] for r in rows} - {victim}  # the rest was done by the other actor or the restarted one
 
@@ -167,11 +170,12 @@ def test_a_node_removed_mid_job_loses_no_page(cluster, ocr_config, sim_env, corp
     worker = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
     rows, removed = [], False
     try:
-        for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
-            if not removed:  # mid-job: a host dies with its actor, its tasks and the blocks it held
-                cluster.remove_node(worker, allow_graceful=False)
-                removed = True
-            rows.append(row)
+        with bounded(300, "the job with a node removed"):
+            for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
+                if not removed:  # mid-job: a host dies with its actor, its tasks and the blocks it held
+                    cluster.remove_node(worker, allow_graceful=False)
+                    removed = True
+                rows.append(row)
     finally:
         if removed:
             add_npu_node(cluster, CHIPS[1])  # a replacement host, for the tests after this one
