@@ -76,6 +76,17 @@ SIM_LOCKS = EnvVar(
     "`$TMPDIR/paddlex_npu_sim-<uid>`",
     "Lock files of the simulated devices: processes that share this folder share the simulated NPUs.",
 )
+LOG_FORMAT = EnvVar(
+    "PADDLEX_NPU_LOG_FORMAT",
+    "unset (the library logs nowhere)",
+    "`text` or `json`: how a worker process started by `serve` or the executor logs; the CLI sets it from "
+    "`--log-format` for the processes it starts (set it yourself only for workers you start).",
+)
+LOG_LEVEL = EnvVar(
+    "PADDLEX_NPU_LOG_LEVEL",
+    "`INFO`",
+    "The log level of those worker processes, as `--log-level`.",
+)
 PDX_FONT = EnvVar(
     "PADDLE_PDX_LOCAL_FONT_FILE_PATH",
     "unset (PaddleX downloads a font)",
@@ -100,6 +111,8 @@ VARIABLES: Tuple[EnvVar, ...] = (
     WORKERS_PER_DEVICE,
     SIM_STORE,
     SIM_LOCKS,
+    LOG_FORMAT,
+    LOG_LEVEL,
     PDX_FONT,
     PDX_SOURCE_CHECK,
 )

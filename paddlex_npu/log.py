@@ -15,14 +15,16 @@ import sys
 import time
 from typing import IO, Any, Dict, Optional
 
+from . import envs
+
 logger = logging.getLogger("paddlex_npu")
 logger.addHandler(logging.NullHandler())
 
 FORMATS = ("text", "json")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 # What configure_logging chose, for the processes a server starts (spawned workers read it at start-up).
-LOG_FORMAT_ENV = "PADDLEX_NPU_LOG_FORMAT"
-LOG_LEVEL_ENV = "PADDLEX_NPU_LOG_LEVEL"
+LOG_FORMAT_ENV = envs.LOG_FORMAT.name
+LOG_LEVEL_ENV = envs.LOG_LEVEL.name
 TEXT_FORMAT = "[%(name)s] %(levelname)s %(message)s"
 # Loggers that do not propagate to the root logger (PaddleX sets up its own stderr handler): in json mode they
 # get our handler instead, so that every line on stderr is one JSON object.

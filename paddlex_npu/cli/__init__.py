@@ -17,6 +17,8 @@ paddlex-npu serve-bench       load on real servers over loopback HTTP (alias: be
 paddlex-npu serve PIPELINE.yaml --port P [--workers K] [--device npu:0,1]   PaddleX's serving app on the NPU route
 paddlex-npu triton-repo PIPELINE.yaml OUT_DIR   a Triton model repository (OCR pipeline + text recognition)
 paddlex-npu triton-serve REPO   the tritonserver of nvidia-pytriton on REPO
+paddlex-npu ray-ocr INPUTS... OUTPUT [--address A]   a corpus on a Ray cluster's NPUs (Ray Data)
+paddlex-npu ray-serve PIPELINE.yaml [--address A]   a Ray Serve deployment, PaddleX's schema
 paddlex-npu k8s serve|triton PIPELINE.yaml --image IMAGE [-o DIR]   Kubernetes manifests for Ascend nodes
 
 A new group of commands is a module here with ``COMMANDS`` and ``add_parsers(subparsers)``, listed in ``GROUPS``.
@@ -31,11 +33,11 @@ from typing import List, Optional
 
 from ..log import configure_logging
 from ..version import __version__
-from . import build, deploy, passthrough, patch, perf, reports, serve
+from . import build, cluster, deploy, passthrough, patch, perf, reports, serve
 from .common import install_route
 
 # The command table: each group registers its commands, in this order in `paddlex-npu --help`.
-GROUPS = (passthrough, patch, build, reports, perf, serve, deploy)
+GROUPS = (passthrough, patch, build, reports, perf, serve, deploy, cluster)
 COMMANDS = tuple(cmd for group in GROUPS for cmd in group.COMMANDS)
 
 

@@ -24,6 +24,22 @@ def visible_devices() -> Optional[List[str]]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def physical_npu(device_id: int) -> int:
+    """The physical NPU behind logical ``device_id``: the id-th entry of ``$ASCEND_RT_VISIBLE_DEVICES`` when it
+    is set (as Ray and container runtimes set it: inside a Ray actor its one chip is device 0), else the id."""
+    from ..errors import ConfigError
+
+    visible = visible_devices()
+    if not visible:
+        return device_id
+    if not 0 <= device_id < len(visible) or not visible[device_id].isdigit():
+        raise ConfigError(
+            f"npu:{device_id} is not among the devices {VISIBLE_ENV}={os.environ[VISIBLE_ENV]} makes visible: "
+            f"give a device id below {len(visible)} (ids are logical after {VISIBLE_ENV}), or unset it"
+        )
+    return int(visible[device_id])
+
+
 def device_hint(device_id: int) -> str:
     """Why ``device_id`` may name no chip here, and the ids that do."""
     visible = visible_devices()

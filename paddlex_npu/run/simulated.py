@@ -49,6 +49,7 @@ from .. import envs
 from ..config import SimulationConfig
 from ..log import logger
 from . import tasks
+from .device_ids import physical_npu
 from .reference import InferSession
 
 # Cost model defaults, from the 310P3 OM figures in the reference notes (ModelZoo, model-only throughput):
@@ -212,8 +213,9 @@ _DEVICES_LOCK = threading.Lock()
 
 
 def device_lock(lock_dir: Path, device_id: int) -> DeviceLock:
-    """The process's lock of one simulated device (a fresh file description after a fork)."""
-    path = Path(lock_dir) / f"npu{device_id}.lock"
+    """The process's lock of one simulated device, keyed by the physical NPU (:func:`physical_npu`), so that
+    processes that see the chip under different logical ids share it (a fresh file description after a fork)."""
+    path = Path(lock_dir) / f"npu{physical_npu(device_id)}.lock"
     key = (os.getpid(), str(path))
     with _DEVICES_LOCK:
         if key not in _DEVICES:

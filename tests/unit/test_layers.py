@@ -14,7 +14,21 @@ PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
 # A folder is a job: build (convert), samples (the bundled models), reports, serve, deploy (Triton), perf, the cli.
-ORDER = ["base", "om", "run", "paddlex", "executor", "build", "samples", "reports", "serve", "deploy", "perf", "cli"]
+ORDER = [
+    "base",
+    "om",
+    "run",
+    "paddlex",
+    "executor",
+    "build",
+    "samples",
+    "reports",
+    "serve",
+    "deploy",
+    "perf",
+    "ray",
+    "cli",
+]
 BASE = {"errors", "config", "log", "version", "deps", "envs", "devices"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.

@@ -1,0 +1,183 @@
+"""Batch OCR on Ray Data on a real two-node local cluster (simulated NPUs): the same texts as the in-process
+pipeline, every input exactly once (failing ones with their error), bytes datasets, the ``ray-ocr`` command, and
+the faults: an NPU actor's process killed mid-job, a whole node removed mid-job.
+
+What makes the faults harmless is Ray's own fault tolerance, as :func:`paddlex_npu.ray.ocr` sets it: the NPU
+actors have ``max_restarts=-1`` (a dead actor is started again, on any node with a free NPU) and
+``max_task_retries=-1`` (the batches it held run again on it); Ray Data's CPU tasks have ``max_retries=-1``, and
+the blocks a lost node held are rebuilt from their lineage. A batch's rows come from its one successful run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.ray.conftest import CHIPS, add_npu_node, bounded
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_ray_data_restarts_npu_actors_and_retries_their_batches_by_default():
+    """What the fault tests rely on, pinned: a Ray upgrade that changes these defaults fails here first."""
+    from ray.data import DataContext
+    from ray.data._internal.execution.operators.actor_pool_map_operator import ActorPoolMapOperator
+
+    from paddlex_npu.ray import ACTOR_FAULT_TOLERANCE
+
+    applied = ActorPoolMapOperator._apply_default_remote_args({}, DataContext.get_current())
+    assert {k: applied[k] for k in ACTOR_FAULT_TOLERANCE} == ACTOR_FAULT_TOLERANCE
+
+
+def test_too_few_npus_or_a_missing_pipeline_fail_at_once(cluster, tmp_path):
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.ray import ocr
+
+    with pytest.raises(ConfigError, match=r"ocr\(npus=5\) needs 5 NPU\(s\), and the Ray cluster declares 4"):
+        ocr([str(tmp_path)], "OCR", npus=5)
+    with pytest.raises(ConfigError, match="pipeline config .*missing.yaml does not exist"):
+        ocr([str(tmp_path)], str(tmp_path / "missing.yaml"))
+
+
+def test_an_actor_that_cannot_build_its_pipeline_fails_the_command_with_the_reason(cluster, corpus, tmp_path):
+    from paddlex_npu.samples import assets
+
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(assets.ocr_pipeline_config(tmp_path / "no-models")), encoding="utf-8")
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0]), str(tmp_path / "out.jsonl")]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--runtime", "simulated"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("paddlex-npu ray-ocr: ") and "no-models" in last and "raised on the cluster" in last, last
+
+
+def _check(rows, inputs, expected):
+    """Every input exactly once; its texts equal the in-process pipeline's."""
+    assert sorted(r["id"] for r in rows) == sorted(inputs)
+    for r in rows:
+        assert r["error"] is None, r["error"]
+        assert r["texts"] == expected[r["id"]], r["id"]
+        assert len(r["scores"]) == len(r["texts"]) == len(r["boxes"]) and all(len(b) == 4 for b in r["boxes"])
+
+
+def test_texts_equal_the_in_process_pipeline_and_failing_inputs_keep_their_row(
+    cluster, ocr_config, sim_env, corpus, expected, npu_pipeline, tmp_path
+):
+    from PIL import Image
+
+    from paddlex_npu.ray import ocr
+
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"not an image")
+    missing = tmp_path / "missing.png"
+    pdf = tmp_path / "two-pages.pdf"  # decoded in the CPU tasks with PaddleX's own PDF rendering
+    first, *rest = [Image.open(p).convert("RGB") for p in corpus[6:8]]
+    first.save(pdf, save_all=True, append_images=rest)
+    good = [str(p) for p in corpus[:6]]
+    inputs = good + [str(missing), str(pdf), str(broken)]
+    with bounded(300, "the job"):
+        rows = ocr(inputs, ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
+    assert sorted((r["id"], r["page"]) for r in rows) == sorted([(p, 0) for p in inputs] + [(str(pdf), 1)])
+    pages = sorted((r for r in rows if r["id"] == str(pdf)), key=lambda r: r["page"])
+    assert [r["texts"] for r in pages] == [list(r["rec_texts"]) for r in npu_pipeline.predict(str(pdf))]
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[str(missing)]["error"].startswith("FileNotFoundError") and not by_id[str(missing)]["texts"]
+    assert "not an image OpenCV can decode" in by_id[str(broken)]["error"]
+    _check([by_id[p] for p in good], good, expected)
+    assert {by_id[p]["npu"] for p in good} <= {"0", "1", "2", "3"}  # the chips Ray assigned
+    assert json.loads(by_id[good[0]]["result"])["rec_texts"] == expected[good[0]]
+
+
+def test_a_bytes_dataset_decoded_in_the_actor(cluster, ocr_config, sim_env, corpus, expected):
+    import ray
+
+    from paddlex_npu.ray import ocr
+
+    paths = [str(p) for p in corpus[:3]]
+    ds = ray.data.read_binary_files(paths, include_paths=True)  # columns bytes, path (the id)
+    with bounded(300, "the job"):
+        rows = ocr(ds, ocr_config, npus=1, decode="actor", env=sim_env, keep_result=False).take_all()
+    _check(rows, paths, expected)
+    assert all(r["result"] is None for r in rows)
+
+
+def test_the_ray_ocr_command_writes_parquet(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+    import pyarrow.parquet as pq
+
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0].parent), str(out)]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--batch-size", "3"]
+    proc = subprocess.run(cmd, env={**os.environ, **sim_env}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(corpus)} row(s) (0 with an error)" in proc.stdout and "first result after" in proc.stderr
+    assert "MapBatches(PipelineBatch)" in proc.stderr  # Ray Data's progress
+    _check(pq.read_table(out).to_pylist(), [str(p) for p in corpus], expected)
+
+
+def test_json_lines_hold_the_same_rows(tmp_path):
+    import pyarrow as pa
+
+    from paddlex_npu.cli.cluster import _Writer
+    from paddlex_npu.ray.batch import _schema
+
+    row = {"id": "a.png", "page": 0, "texts": ["Total 12"], "scores": [0.9], "boxes": [[1, 2, 3, 4]], "error": None}
+    row.update({"npu": "2", "node": "n", "pid": 7, "seconds": 0.1, "result": "{}"})
+    failed = {**row, "id": "b.png", "texts": [], "scores": [], "boxes": [], "error": "ValueError: not an image"}
+    writer = _Writer(tmp_path / "out.jsonl", "jsonl")
+    writer.write(pa.Table.from_pylist([row], schema=_schema()))
+    writer.write(pa.Table.from_pylist([failed], schema=_schema()))
+    writer.close(_schema())
+    lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == [row, failed]
+
+
+def test_the_ray_ocr_command_names_a_bad_output(tmp_path):
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(tmp_path), str(tmp_path / "out.csv")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "cannot tell the format of" in proc.stderr and "name it .parquet or .jsonl" in proc.stderr
+
+
+def test_a_killed_npu_actor_is_restarted_and_no_page_is_lost_or_repeated(
+    cluster, ocr_config, sim_env, corpus, expected
+):
+    from paddlex_npu.ray import ocr
+
+    inputs = [str(p) for p in corpus]
+    rows, victim = [], None
+    with bounded(300, "the job with a killed actor"):
+        for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
+            if victim is None:  # mid-job: the first page is out, the others are queued or running
+                victim = row["pid"]
+                os.kill(victim, signal.SIGKILL)
+            rows.append(row)
+    _check(rows, inputs, expected)
+    assert {r["pid"] for r in rows} - {victim}  # the rest was done by the other actor or the restarted one
+
+
+def test_a_node_removed_mid_job_loses_no_page(cluster, ocr_config, sim_env, corpus, expected):
+    from paddlex_npu.ray import ocr
+
+    inputs = [str(p) for p in corpus]
+    worker = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
+    rows, removed = [], False
+    try:
+        with bounded(300, "the job with a node removed"):
+            for row in ocr(inputs, ocr_config, npus=2, batch_size=1, env=sim_env).iter_rows():
+                if not removed:  # mid-job: a host dies with its actor, its tasks and the blocks it held
+                    cluster.remove_node(worker, allow_graceful=False)
+                    removed = True
+                rows.append(row)
+    finally:
+        if removed:
+            add_npu_node(cluster, CHIPS[1])  # a replacement host, for the tests after this one
+            cluster.wait_for_nodes()
+    _check(rows, inputs, expected)
