@@ -30,7 +30,8 @@ from ..errors import ConfigError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
-from ..om.graph import data_dependent_outputs
+from ..om.graph import data_dependent_outputs, load_graph
+from ..om.output_shapes import derive
 from . import export_env as xenv
 from .export import (
     OnnxModel,
@@ -326,6 +327,8 @@ def plan_conversion(
             "precision": precision,
             "onnx_sha256": mf.sha256(onnx.path),
             "outputs": onnx.outputs,
+            # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
+            "output_dims": derive(load_graph(onnx.path), data_dependent),
         }
     )
     man.check_soc()
