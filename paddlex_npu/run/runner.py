@@ -92,11 +92,13 @@ class OMRunner:
         check_output_ranks([list(d.shape) for d in self._out_descs], self.output_names, self.policy, name)
         fixed = _fixed_sizes(config, self.output_names)
         self.output_itemsizes = [numpy_dtype(d.datatype).itemsize for d in self._out_descs]
+        self._solved = solved_output_shapes(manifest, self.output_names, config.data_dependent_max)
+        self._loose = {i for i, n in enumerate(self.output_names) if n in manifest.data_dependent}
         self._sizer = OutputSizer(
             [list(d.shape) for d in self._out_descs],
             self.output_itemsizes,
             fixed,
-            shapes=solved_output_shapes(manifest, self.output_names, config.data_dependent_max),
+            shapes=self._solved,
             infer=onnx_shape_inference(onnx_path, manifest, self.output_names, config.data_dependent_max, name)
             if onnx_path is not None
             else None,
@@ -163,7 +165,15 @@ class OMRunner:
             self.config.pad_value,
             self.config.oversize,
             self._warn_fit,
+            self._solved_dims,
         )
+
+    def _solved_dims(self, index: int, input_shapes: List[List[int]]) -> Optional[List[int]]:
+        """The dims output ``index`` has for these (real, unpadded) inputs, when the manifest solved them."""
+        shapes = self._solved
+        if shapes is None or not shapes.known(index) or index in self._loose:
+            return None
+        return shapes.shape(index, input_shapes)
 
     def _warn_fit(self, real: List[int], fitted: List[int]) -> None:
         """One warning per model when oversize ``fit`` resizes an input."""

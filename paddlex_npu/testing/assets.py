@@ -253,7 +253,7 @@ def _dymshape_manifest(onnx_path: Path, dims_cache: Optional[Path] = None) -> An
 
     from ..om.graph import data_dependent_outputs
     from ..om.manifest import default_for, sha256
-    from ..om.output_shapes import derive
+    from ..run.shape_solver import derive
 
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     inits = {i.name for i in graph.initializer}

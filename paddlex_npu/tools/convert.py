@@ -31,7 +31,7 @@ from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
 from ..om.graph import data_dependent_outputs, load_graph
-from ..om.output_shapes import derive
+from ..run.shape_solver import derive
 from . import export_env as xenv
 from .export import (
     OnnxModel,
