@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, List, Optional, Sequence
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..deps import require
 from ..om.output_shapes import Dim, symbol
@@ -159,3 +160,18 @@ def _parse(sympy: Any, text: str) -> Any:
         return sympy.sympify(text, locals={s: sympy.Symbol(s) for s in re.findall(r"d\d+_\d+", text)})
     except (sympy.SympifyError, TypeError, SyntaxError):
         return None
+
+
+_SOLVED: Dict[str, List[Optional[List[Dim]]]] = {}
+
+
+def derive_file(onnx_path: Union[str, Path], data_dependent: Sequence[str] = ()) -> List[Optional[List[Dim]]]:
+    """:func:`derive` for an ONNX file, remembered per file content for this process (``convert`` builds
+    several packages of one model: gears, dymshape)."""
+    from ..om.graph import load_graph
+    from ..om.manifest import sha256
+
+    key = f"{sha256(onnx_path)}:{','.join(sorted(data_dependent))}"
+    if key not in _SOLVED:
+        _SOLVED[key] = derive(load_graph(onnx_path), data_dependent)
+    return [list(d) if d is not None else None for d in _SOLVED[key]]

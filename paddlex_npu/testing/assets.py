@@ -314,12 +314,13 @@ def build_pir_folders(root: Path, python: Path, subdir: str = "pir", models: Seq
 
 
 def ocr_pipeline_config(
-    model_root: Path, orientation: bool = False, rec: str = REC, **submodule_overrides: Any
+    model_root: Path, orientation: bool = False, rec: str = REC, det: str = DET, **submodule_overrides: Any
 ) -> Dict[str, Any]:
     """A PaddleX OCR pipeline config over the model folders in ``model_root``.
 
     ``orientation``: also classify page orientation (doc preprocessor, no unwarping) and text-line orientation.
-    ``rec``: the recogniser (:data:`REC`, or :data:`REC_V5`, which reads English lines with their spaces).
+    ``rec``: the recogniser (:data:`REC`, :data:`REC_V5` or a PP-OCRv6 one, which read English lines with their
+    spaces); ``det``: the detector (:data:`DET` or a PP-OCRv6 one).
     """
     model_root = Path(model_root)
     config: Dict[str, Any] = {
@@ -330,8 +331,8 @@ def ocr_pipeline_config(
         "SubModules": {
             "TextDetection": {
                 "module_name": "text_detection",
-                "model_name": DET,
-                "model_dir": str(model_root / DET),
+                "model_name": det,
+                "model_dir": str(model_root / det),
                 "limit_side_len": 960,
                 "limit_type": "max",
                 "max_side_limit": 4000,

@@ -30,8 +30,8 @@ from ..errors import ConfigError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import atc_args, check_soc_version, gear_mode_for, parse_gears, parse_input_shape
-from ..om.graph import data_dependent_outputs, load_graph
-from ..run.shape_solver import derive
+from ..om.graph import data_dependent_outputs
+from ..run.shape_solver import derive_file
 from . import export_env as xenv
 from .export import (
     OnnxModel,
@@ -328,7 +328,7 @@ def plan_conversion(
             "onnx_sha256": mf.sha256(onnx.path),
             "outputs": onnx.outputs,
             # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
-            "output_dims": derive(load_graph(onnx.path), data_dependent),
+            "output_dims": derive_file(onnx.path, data_dependent),
         }
     )
     man.check_soc()
