@@ -167,6 +167,10 @@ def test_gears_planned_from_two_pages_read_the_others_like_dymshape(v6, asset_ro
         planned = run_ocr(p, others)
     finally:
         p.close()
+    with pytest.MonkeyPatch.context() as mp:  # PaddleOCR 3.7 with enable_hpi alone reads the gear packages too
+        mp.setenv("PADDLEX_NPU_RUNTIME", "reference")
+        one = {"latin3": others["latin3"]}
+        assert _paddleocr_texts(root, det, rec, one)["latin3"] == planned["latin3"]["texts"]
     flips = 0
     for key in others:
         a, b = planned[key]["texts"], got[key]["texts"]
@@ -193,3 +197,81 @@ def test_static_packages_built_by_convert_read_the_pages(v6, asset_root, pages, 
     for key, res in static.items():
         assert len(res["texts"]) == len(got[key]["texts"]), (size, key)
         assert res["texts"][0] == got[key]["texts"][0], (size, key)
+
+
+# ---- PaddleOCR 3.7 and its CLI ------------------------------------------------------------------------------------
+
+# The test pipeline's settings (assets.ocr_pipeline_config), as PaddleOCR arguments: PaddleOCR's own defaults
+# (limit_side_len 64, min) would read the pages at another size than the PaddleX runs above.
+PADDLEOCR_SETTINGS = dict(
+    text_det_limit_side_len=960,
+    text_det_limit_type="max",
+    text_det_thresh=0.3,
+    text_det_box_thresh=0.6,
+    text_det_unclip_ratio=1.5,
+    text_recognition_batch_size=6,
+    text_rec_score_thresh=0.0,
+    use_doc_orientation_classify=False,
+    use_doc_unwarping=False,
+    use_textline_orientation=False,
+)
+
+
+def _paddleocr_texts(root: Path, det: str, rec: str, images: Dict[str, Path]) -> Dict[str, list]:
+    """PaddleOCR 3.7 on the NPU route with ``enable_hpi=True`` alone (no backend options: the folders are OM
+    packages; the runtime comes from $PADDLEX_NPU_RUNTIME)."""
+    from paddleocr import PaddleOCR
+
+    ocr = PaddleOCR(
+        device="npu:0",
+        enable_hpi=True,
+        text_detection_model_name=det,
+        text_detection_model_dir=str(root / det),
+        text_recognition_model_name=rec,
+        text_recognition_model_dir=str(root / rec),
+        **PADDLEOCR_SETTINGS,
+    )
+    try:
+        runner = runner_of(ocr.paddlex_pipeline._pipeline.text_rec_model)
+        assert isinstance(runner, OMRunner) and runner.runtime == "reference"
+        return {k: list(next(iter(ocr.predict(str(p))))["rec_texts"]) for k, p in images.items()}
+    finally:
+        ocr.close()
+
+
+@pytest.fixture()
+def reference_runtime(monkeypatch):
+    monkeypatch.setenv("PADDLEX_NPU_RUNTIME", "reference")
+
+
+def test_paddleocr_reads_the_pages_as_paddlex_does(v6, asset_root, pages, reference_runtime):
+    _, det, rec, got, _ = v6
+    texts = _paddleocr_texts(asset_root / "om", det, rec, pages)
+    assert texts == {k: got[k]["texts"] for k in pages}
+
+
+def test_paddleocr_cli_reads_a_page(v6, asset_root, pages, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    _, det, rec, got, _ = v6
+    om = asset_root / "om"
+    args = ["paddleocr", "ocr", "-i", str(pages["latin2"]), "--device", "npu:0", "--enable_hpi", "True"]
+    args += ["--text_detection_model_name", det, "--text_detection_model_dir", str(om / det)]
+    args += ["--text_recognition_model_name", rec, "--text_recognition_model_dir", str(om / rec)]
+    for key, value in PADDLEOCR_SETTINGS.items():
+        args += [f"--{key}", str(value)]
+    out = subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", *args, "--save_path", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PADDLEX_NPU_RUNTIME": "reference"},
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "OM runner" in out.stderr, out.stderr[-3000:]
+    (saved,) = (tmp_path / "out").glob("latin2*res.json")
+    assert json.loads(saved.read_text())["rec_texts"] == got["latin2"]["texts"]
