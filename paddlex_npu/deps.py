@@ -13,6 +13,7 @@ from .errors import ConfigError, PaddlexNpuError
 OPTIONAL = {
     "onnx": ("onnx", "convert"),
     "onnxruntime": ("onnxruntime", "reference"),
+    "sympy": ("sympy", "convert"),  # solving output dims (run/shape_solver.py)
 }
 
 

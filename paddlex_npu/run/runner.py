@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..config import OMBackendConfig
-from ..errors import ConfigError, DeviceCallError, InputMismatchError
+from ..errors import ConfigError, DeviceCallError, InputMismatchError, PaddlexNpuError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.graph import ShapeInferenceError, load_graph, output_dims
@@ -434,12 +434,30 @@ def solved_output_shapes(manifest: mf.OMManifest, names: Sequence[str], bound: i
 def onnx_shape_inference(
     onnx_path: Path, manifest: mf.OMManifest, names: Sequence[str], bound: int, model: str
 ) -> Callable[[List[List[int]]], Optional[List[List[int]]]]:
-    """ONNX shape inference on concrete input shapes (the graph loaded on first use), in the OM's output order;
-    dims of data-dependent outputs that it leaves open are set to ``bound``. Costs 3 to 250 ms per new input
-    shape on PP-OCR models (the sizer caches it per shape); packages built by ``convert`` have ``output_dims``
-    and never call it."""
+    """Output dims for concrete input shapes, for a package whose manifest has no ``output_dims``: ONNX shape
+    inference on those shapes (3 to 250 ms per new input shape on PP-OCR models; the sizer caches it per shape),
+    and where it cannot tell (paddle2onnx's reshapes in PP-OCRv4 rec), the dims solved from the graph once
+    (:mod:`.shape_solver`, 0.1-10 s). In the OM's output order; data-dependent dims left open are ``bound``.
+    Packages built by ``convert`` carry ``output_dims`` and never call it."""
     state: Dict[str, Any] = {}
     lock = threading.Lock()
+    loose = set(manifest.data_dependent)
+
+    def solved() -> Optional[OutputShapes]:
+        with lock:
+            if "solved" not in state:
+                from .shape_solver import derive_file
+
+                logger.info(
+                    "%s: solving the output dims from inference.onnx (rebuild the package with `paddlex-npu "
+                    "convert` to have them in its manifest)",
+                    model,
+                )
+                try:
+                    state["solved"] = OutputShapes(derive_file(onnx_path, sorted(loose)), bound)
+                except PaddlexNpuError:  # sympy missing: the sizer names custom_sizes and convert
+                    state["solved"] = None
+        return state["solved"]
 
     def infer(shapes: List[List[int]]) -> Optional[List[List[int]]]:
         with lock:
@@ -453,13 +471,15 @@ def onnx_shape_inference(
             dims = output_dims(state["graph"], shapes, graph_names)
         except ShapeInferenceError as exc:
             raise InputShapeError(f"{model}: the model cannot take inputs {shapes}: {exc}") from None
-        if dims is None:
-            return None
-        loose = set(manifest.data_dependent)
-        return [
-            [bound if d <= 0 and (n in loose or g in loose) else d for d in ds]
-            for ds, n, g in zip(dims, names, graph_names)
-        ]
+        out: List[List[int]] = []
+        for i, (n, g) in enumerate(zip(names, graph_names)):
+            ds = [bound if d <= 0 and (n in loose or g in loose) else d for d in (dims[i] if dims else [0])]
+            if any(d <= 0 for d in ds):
+                fallback = solved()
+                if fallback is not None and fallback.known(i):
+                    ds = fallback.shape(i, shapes)
+            out.append(ds)
+        return out
 
     return infer
 
