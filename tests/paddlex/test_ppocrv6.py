@@ -23,7 +23,7 @@ from paddlex_npu.testing import assets
 from tests.helpers import NPU_HPI, run_ocr, spy_session
 from tests.paddlex.compat import LEGACY, runner_of
 
-pytestmark = pytest.mark.skipif(LEGACY, reason="PaddleX 3.4 has no PP-OCRv6 (test_errors checks what it says)")
+needs_v6 = pytest.mark.skipif(LEGACY, reason="PaddleX 3.4 has no PP-OCRv6 (test_paddlex_34_says_it_has_no_v6)")
 
 SIZES = {"tiny": (assets.DET_V6_TINY, assets.REC_V6_TINY), "small": (assets.DET_V6_SMALL, assets.REC_V6_SMALL)}
 WORDS = (
@@ -92,6 +92,7 @@ def v6(request, asset_root, pages):
     return request.param, det, rec, got, base
 
 
+@needs_v6
 def test_pages_on_the_route_read_exactly_as_paddlex_on_the_cpu(v6, pages):
     _, _, _, got, base = v6
     for key in pages:
@@ -101,6 +102,7 @@ def test_pages_on_the_route_read_exactly_as_paddlex_on_the_cpu(v6, pages):
     assert got["latin0"]["texts"][0] == _latin(0)[0][0]  # and they read the page
 
 
+@needs_v6
 def test_create_model_reads_lines_as_paddlex_on_the_cpu(v6, asset_root, tmp_path):
     from paddlex import create_model
 
@@ -138,6 +140,8 @@ def _convert_root(asset_root: Path, dest: Path, det: str, rec: str, mode: str, *
     return dest
 
 
+@needs_v6
+@pytest.mark.slow
 def test_gears_planned_from_two_pages_read_the_others_like_dymshape(v6, asset_root, pages, tmp_path):
     import yaml
 
@@ -183,6 +187,8 @@ def test_gears_planned_from_two_pages_read_the_others_like_dymshape(v6, asset_ro
     assert flips <= (0 if size == "tiny" else 1), (size, planned, got)
 
 
+@needs_v6
+@pytest.mark.slow
 def test_static_packages_built_by_convert_read_the_pages(v6, asset_root, pages, tmp_path):
     """A static OM takes one shape: det pages resized into it (oversize fit), rec lines padded; no call fails
     and the lines are read (padding may flip look-alike glyphs, so the words are compared)."""
@@ -244,12 +250,15 @@ def reference_runtime(monkeypatch):
     monkeypatch.setenv("PADDLEX_NPU_RUNTIME", "reference")
 
 
+@needs_v6
 def test_paddleocr_reads_the_pages_as_paddlex_does(v6, asset_root, pages, reference_runtime):
     _, det, rec, got, _ = v6
     texts = _paddleocr_texts(asset_root / "om", det, rec, pages)
     assert texts == {k: got[k]["texts"] for k in pages}
 
 
+@needs_v6
+@pytest.mark.slow
 def test_paddleocr_cli_reads_a_page(v6, asset_root, pages, tmp_path):
     import json
     import os
@@ -275,3 +284,21 @@ def test_paddleocr_cli_reads_a_page(v6, asset_root, pages, tmp_path):
     assert "OM runner" in out.stderr, out.stderr[-3000:]
     (saved,) = (tmp_path / "out").glob("latin2*res.json")
     assert json.loads(saved.read_text())["rec_texts"] == got["latin2"]["texts"]
+
+
+@pytest.mark.skipif(not LEGACY, reason="PaddleX 3.7 knows PP-OCRv6")
+def test_paddlex_34_says_it_has_no_v6(asset_root):
+    """PaddleX 3.4.3 has no PP-OCRv6: the name is refused up front, saying so and how to fix it, instead of a
+    ClassNotFoundException that lists every registered name from deep inside PaddleX."""
+    from paddlex import create_model, create_pipeline
+    from paddlex.utils.errors.others import ClassNotFoundException
+
+    from paddlex_npu.errors import ConfigError
+
+    says = r"PaddleX 3\.4\.\d+ does not know the model 'PP-OCRv6_small_rec'.*pip install -U 'paddlex\[ocr-core\]>=3\.7'"
+    with pytest.raises(ConfigError, match=says) as info:
+        create_model(assets.REC_V6_SMALL, model_dir=str(asset_root / "om" / assets.REC_V6_SMALL), device="cpu")
+    assert isinstance(info.value, ClassNotFoundException)  # PaddleX's own callers still catch it
+    config = assets.ocr_pipeline_config(asset_root / "om", rec=assets.REC_V6_SMALL, det=assets.DET_V6_SMALL)
+    with pytest.raises(ConfigError, match="does not know the model 'PP-OCRv6_small_det'"):
+        create_pipeline(config=config, device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
