@@ -172,7 +172,7 @@ class OMManifest(BaseModel):
         if self.outputs and len(self.output_dims) != len(self.outputs):
             raise ValueError(f"output_dims has {len(self.output_dims)} entries, outputs {len(self.outputs)}")
         for name, dims in zip(self.outputs or [None] * len(self.output_dims), self.output_dims):
-            check(dims or [], f"output {name}")
+            check(dims or [], f"output_dims of output {name}")
 
     def _check_gears(self, n_dyn: int) -> None:
         if not self.gears or not MIN_GEARS <= len(self.gears) <= MAX_GEARS:
