@@ -35,6 +35,11 @@ class OMBackendConfig(BaseModel):
     custom_sizes: Optional[Union[StrictInt, List[StrictInt]]] = Field(
         None, description="bytes reserved per output, in (0, 16 GiB]; default: computed per call from the input shapes"
     )
+    data_dependent_max: PositiveInt = Field(
+        1000,
+        description="upper bound of every output dim that the input values decide (e.g. boxes kept by NMS); "
+        "output buffers are sized for it. Default 1000",
+    )
     warmup_runs: int = Field(0, ge=0, description="inferences run at load time on zero inputs")
     warmup_gears: bool = Field(
         True, description="run every gear of a gear or static OM once at load, on zero inputs (each timed and logged)"

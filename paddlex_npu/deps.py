@@ -17,6 +17,7 @@ OPTIONAL = {
     "fastapi": ("fastapi", "serving"),
     "pytriton": ("nvidia-pytriton", "triton"),
     "ray": ("'ray[data,serve]'", "ray"),
+    "sympy": ("sympy", "convert"),  # solving output dims (run/shape_solver.py)
 }
 
 

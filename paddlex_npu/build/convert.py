@@ -40,6 +40,7 @@ from ..om.atc import (
     precision_probe_sh,
 )
 from ..om.graph import data_dependent_outputs
+from ..run.shape_solver import derive_file
 from . import export_env as xenv
 from .export import (
     OnnxModel,
@@ -335,6 +336,8 @@ def plan_conversion(
             "precision": precision,
             "onnx_sha256": mf.sha256(onnx.path),
             "outputs": onnx.outputs,
+            # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
+            "output_dims": derive_file(onnx.path, data_dependent),
         }
     )
     man.check_soc()

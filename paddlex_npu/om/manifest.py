@@ -15,6 +15,9 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
                                                # input order (the layout of ATC --dynamic_dims); dymbatch: [[1],[4]]
       "outputs": ["sigmoid_0.tmp_0"],
       "data_dependent": ["boxes"],             # outputs whose shape depends on input values (NMS boxes, ...)
+      "output_dims": [[null, 6], [1]],         # per output, its dims: int, an expression of the input dims
+                                               # ("d0_0", "floor((d0_3 + 3)/8)"; d<input>_<dim>), or null where
+                                               # the input values decide (bounded by data_dependent_max)
       "soc_version": "Ascend310P3", "precision": "fp16" | "fp32",
       "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
       "atc_command": "atc --framework=5 ..."
@@ -117,6 +120,7 @@ class OMManifest(BaseModel):
     gears: Optional[List[List[int]]] = None
     outputs: List[str] = Field(default_factory=list)
     data_dependent: List[str] = Field(default_factory=list)
+    output_dims: Optional[List[Optional[List[Union[int, str, None]]]]] = None
     soc_version: Optional[str] = None
     precision: Optional[str] = None
     onnx_sha256: Optional[str] = None
@@ -127,6 +131,7 @@ class OMManifest(BaseModel):
         if self.schema_ != SCHEMA:
             raise ValueError(f"schema {self.schema_!r} is not {SCHEMA!r}")
         self._check_data_dependent()
+        self._check_output_dims()
         n_dyn = sum(len(i.dynamic_dims) for i in self.inputs)
         if self.mode == "static":
             if n_dyn:
@@ -158,6 +163,16 @@ class OMManifest(BaseModel):
                 f"{self.mode} OM would return the whole output buffer as a flat array): build the OM as dymshape "
                 "(`paddlex-npu convert ... --mode dymshape`, Ascend310P/910; Ascend310/310B cannot run this model)"
             )
+
+    def _check_output_dims(self) -> None:
+        from .output_shapes import check
+
+        if self.output_dims is None:
+            return
+        if self.outputs and len(self.output_dims) != len(self.outputs):
+            raise ValueError(f"output_dims has {len(self.output_dims)} entries, outputs {len(self.outputs)}")
+        for name, dims in zip(self.outputs or [None] * len(self.output_dims), self.output_dims):
+            check(dims or [], f"output_dims of output {name}")
 
     def _check_gears(self, n_dyn: int) -> None:
         if not self.gears or not MIN_GEARS <= len(self.gears) <= MAX_GEARS:

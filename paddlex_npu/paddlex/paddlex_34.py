@@ -11,7 +11,10 @@ Patched, and restored by the patch record:
   route only;
 - ``BasePredictor.create_static_infer``: marked predictors get the shared OM runner; a Paddle Inference
   predictor on ``npu`` without the NPU custom device raises instead of aborting; everything else is PaddleX's
-  own ``PaddleInfer``/``HPInfer``.
+  own ``PaddleInfer``/``HPInfer``;
+- ``BasePredictor.get`` (the model-name registry ``create_predictor`` asks): a name this PaddleX does not know
+  (PP-OCRv6, which PaddleX 3.7 brought) raises :class:`UnknownModelError` saying so, instead of a
+  ``ClassNotFoundException`` listing every registered name from deep inside PaddleX.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from paddlex.inference.models.base.predictor.base_predictor import BasePredictor
+from paddlex.utils.errors.others import ClassNotFoundException
 
 from ..errors import ConfigError
 from ..log import logger
@@ -99,6 +103,25 @@ def _init(original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> No
         )
 
 
+class UnknownModelError(ConfigError, ClassNotFoundException):
+    """A model name this PaddleX has no predictor for (still a ClassNotFoundException for PaddleX's callers)."""
+
+
+def _get(cls: type, name: str) -> type:
+    """``BasePredictor.get`` with an error that says what is wrong when the name is unknown."""
+    all_entities = type(cls).all(cls)
+    if name in all_entities:
+        return all_entities[name]
+    from .patcher import paddlex_version
+
+    raise UnknownModelError(
+        f"PaddleX {paddlex_version()} does not know the model {name!r} (no predictor of this PaddleX is registered "
+        "under that name): it may come from a newer PaddleX, e.g. PP-OCRv6, which PaddleX 3.7 and PaddleOCR 3.7 "
+        "brought. Install a PaddleX that has it (pip install -U 'paddlex[ocr-core]>=3.7' 'paddleocr>=3.7'), or "
+        "give a model name this PaddleX knows (e.g. PP-OCRv5_mobile_det / PP-OCRv5_mobile_rec)"
+    )
+
+
 def _create_static_infer(original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:
     infer = om_static_infer(args[0])
     return original(*args, **kwargs) if infer is None else infer
@@ -137,6 +160,7 @@ class Paddlex34Adapter(Adapter):
         record.set_attr(
             BasePredictor, "create_static_infer", wrap_bound(BasePredictor.create_static_infer, _create_static_infer)
         )
+        record.set_attr(BasePredictor, "get", classmethod(_get))
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
 
 

@@ -1,36 +1,37 @@
-"""Output buffer sizes (``custom_sizes``) for dynamic-shape OM inference.
+"""Output buffer sizes (``custom_sizes``) for dynamic-shape OM inference, derived from the model.
 
 On the device a ``dymshape`` OM reports output size 0, and ais_bench allocates exactly ``custom_sizes[i]``
-bytes for output ``i`` on every call. Reserving one blanket constant wastes device memory on small inputs and
-fails on large ones, so sizes are computed per call from the actual input shapes:
+bytes for output ``i`` on every call; a call whose output does not fit fails with a generic ACL error and
+leaks its input memory, so there is no retry and the size must hold on the first call. Per output:
 
-- an output whose descriptor shape is fully static gets exactly its byte size;
-- a dynamic output gets ``ratio * input_elements`` bytes, where ``ratio`` is the largest output-bytes per
-  input-element seen so far for that output (OCR's DB maps, CTC logits and classifier scores all scale
-  linearly with the input), seeded at load from ONNX shape inference when the package has its ONNX
-  (:func:`..run.runner.seed_output_sizes`); without either, a generous multiple of the input bytes is used;
-- every size is at least :data:`MIN_BYTES`.
+- a fully static descriptor shape: exactly its bytes;
+- dims solved from the graph (:mod:`..om.output_shapes`: ints and expressions of the input dims, from the
+  manifest's ``output_dims`` or the package's ONNX): the bytes of the shape those give for this call's input
+  shapes, with a data-dependent dim (boxes kept by NMS) at ``backend_config['data_dependent_max']``;
+- otherwise ONNX shape inference on the call's concrete input shapes (the package's ONNX);
 
-There is no retry: on a device a failed call leaks memory and its error says nothing, so the sizes must hold
-on the first call; an explicit ``custom_sizes`` overrides them.
+every size at least :data:`MIN_BYTES` and rounded up to 4 KiB. Sizes are cached per input shapes (the shapes of
+a call decide them, never the history of calls). An explicit ``custom_sizes`` overrides all of it.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import envs
 from ..errors import ConfigError
+from ..om.output_shapes import OutputShapes
 
 MIN_BYTES = 64 * 1024
-INITIAL_BYTES_PER_INPUT_BYTE = 16
-HEADROOM = 1.25
 MAX_BYTES = 16 * 1024**3
+CACHE_SHAPES = 4096  # input shapes whose sizes are kept (PP-OCR rec: one per width; cleared when full)
 DEFAULT_BUDGET = 1024**3  # input + output buffers of one gear; PaddleX's own limits (4000 px det) need ~256 MiB
+
+ShapeInference = Callable[[List[List[int]]], Optional[List[List[int]]]]
 
 
 def _aligned(n: float) -> int:
@@ -39,51 +40,85 @@ def _aligned(n: float) -> int:
 
 
 class OutputSizer:
-    """Computes and learns per-output ``custom_sizes`` (see the module docstring)."""
+    """Bytes to reserve per output for given input shapes (see the module docstring).
+
+    ``shapes``: the solved dims (None where the graph did not tell); ``infer``: ONNX shape inference on concrete
+    input shapes (dims, 0 where unknown), for the outputs ``shapes`` leaves open; ``fixed``: ``custom_sizes``.
+    """
 
     def __init__(
         self,
         output_shapes: Sequence[Sequence[int]],
         output_itemsizes: Sequence[int],
         fixed: Optional[Sequence[int]] = None,
+        shapes: Optional[OutputShapes] = None,
+        infer: Optional[ShapeInference] = None,
+        output_names: Optional[Sequence[str]] = None,
     ) -> None:
         self._static: List[Optional[int]] = [
             math.prod(s) * size if all(d > 0 for d in s) else None for s, size in zip(output_shapes, output_itemsizes)
         ]
+        self._itemsizes = list(output_itemsizes)
         self._fixed = list(fixed) if fixed is not None else None
-        self._ratio: List[Optional[float]] = [None] * len(self._static)
+        self._shapes = shapes
+        self._infer = infer
+        self._names = list(output_names or [f"output {i}" for i in range(len(self._static))])
+        self._cache: Dict[Tuple[Tuple[int, ...], ...], List[int]] = {}
         self._lock = threading.Lock()
 
-    def seed(self, ratios: Sequence[Optional[float]]) -> None:
-        """Output bytes per input element known before any call (ONNX shape inference), so that the first call
-        does not reserve the blanket guess; what calls observe can still raise them."""
-        with self._lock:
-            self._ratio = [r if r is not None else old for r, old in zip(ratios, self._ratio)]
+    def unsized(self) -> List[str]:
+        """Outputs whose size nothing here can tell (no static shape, no solved dims, no ONNX)."""
+        if self._fixed is not None or self._infer is not None:
+            return []
+        return [
+            n
+            for i, (n, s) in enumerate(zip(self._names, self._static))
+            if s is None and not (self._shapes is not None and self._shapes.known(i))
+        ]
 
     def sizes(self, inputs: Sequence[np.ndarray]) -> List[int]:
         """Bytes to reserve per output for these inputs."""
         if self._fixed is not None:
             return list(self._fixed)
-        elements = sum(a.size for a in inputs)
-        in_bytes = sum(a.nbytes for a in inputs)
-        out = []
-        for static, ratio in zip(self._static, self._ratio):
+        key = tuple(a.shape for a in inputs)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        sizes = self._compute([list(s) for s in key])
+        with self._lock:
+            if len(self._cache) >= CACHE_SHAPES:
+                self._cache.clear()
+            self._cache[key] = sizes
+        return sizes
+
+    def shapes_for(self, input_shapes: List[List[int]]) -> List[Optional[List[int]]]:
+        """The output shapes the sizes are computed from (None: static descriptor); for tests and tools."""
+        inferred: Optional[List[List[int]]] = None
+        out: List[Optional[List[int]]] = []
+        for i, static in enumerate(self._static):
             if static is not None:
-                out.append(_aligned(static))
-            elif ratio is not None:
-                out.append(_aligned(ratio * elements * HEADROOM))
+                out.append(None)
+            elif self._shapes is not None and self._shapes.known(i):
+                out.append(self._shapes.shape(i, input_shapes))
             else:
-                out.append(_aligned(in_bytes * INITIAL_BYTES_PER_INPUT_BYTE))
+                if inferred is None:
+                    inferred = self._infer(input_shapes) if self._infer is not None else None
+                dims = inferred[i] if inferred is not None and i < len(inferred) else None
+                if dims is None or any(d <= 0 for d in dims):
+                    raise ConfigError(
+                        f"{self._names[i]}: its size for inputs {input_shapes} cannot be derived from the model "
+                        "(no output_dims in the manifest, and ONNX shape inference does not tell): set "
+                        "backend_config['custom_sizes'] (bytes per output), or rebuild the package with "
+                        "`paddlex-npu convert`, which records the output dims"
+                    )
+                out.append(list(dims))
         return out
 
-    def observe(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> None:
-        """Learn from the real output sizes of one call."""
-        elements = max(1, sum(a.size for a in inputs))
-        with self._lock:
-            for i, out in enumerate(outputs[: len(self._ratio)]):
-                r = out.nbytes / elements
-                if self._ratio[i] is None or r > self._ratio[i]:
-                    self._ratio[i] = r
+    def _compute(self, input_shapes: List[List[int]]) -> List[int]:
+        return [
+            _aligned(static if dims is None else math.prod(dims) * size)
+            for static, dims, size in zip(self._static, self.shapes_for(input_shapes), self._itemsizes)
+        ]
 
 
 def memory_budget(configured: Optional[int]) -> Tuple[int, str]:

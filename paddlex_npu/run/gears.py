@@ -251,10 +251,19 @@ def cut_length(out_len: int, padded: int, real: int) -> int:
     return max(1, round(out_len * real / padded))
 
 
+OutputDims = Callable[[int, List[Shape]], Optional[List[int]]]
+
+
 def cut_back(
-    outputs: List[np.ndarray], real: Sequence[Shape], gear: Sequence[Shape], policy: TaskPolicy
+    outputs: List[np.ndarray],
+    real: Sequence[Shape],
+    gear: Sequence[Shape],
+    policy: TaskPolicy,
+    output_dims: Optional[OutputDims] = None,
 ) -> List[np.ndarray]:
-    """Drop padded batch rows and crop the output dims that follow padded input dims."""
+    """Drop padded batch rows and crop the output dims that follow padded input dims: to the length the model
+    gives for the real inputs (``output_dims(output, input_shapes)``, solved from the graph: the manifest's
+    ``output_dims``), else :func:`cut_length`."""
     outputs = list(outputs)
     n_real, n_gear = real[0][0] if real[0] else 1, gear[0][0] if gear[0] else 1
     if policy.detection and len(outputs) >= 2 and n_gear != n_real:
@@ -268,7 +277,8 @@ def cut_back(
         padded, want = gear[ii][idim], real[ii][idim]
         if oi < len(outputs) and padded != want:
             o = outputs[oi]
-            length = cut_length(o.shape[od], padded, want)
+            dims = output_dims(oi, [list(r) for r in real]) if output_dims is not None else None
+            length = dims[od] if dims is not None and od < len(dims) else cut_length(o.shape[od], padded, want)
             index = [slice(None)] * o.ndim
             index[od] = slice(0, length)
             outputs[oi] = np.ascontiguousarray(o[tuple(index)])
@@ -370,14 +380,18 @@ def run_with_gears(
     pad_value: float = 0.0,
     oversize: str = "error",
     on_fit: Optional[Callable[[Shape, Shape], None]] = None,
+    output_dims: Optional[OutputDims] = None,
 ) -> List[np.ndarray]:
     """Run ``feeds`` on a gear/static OM: fit an oversize input (``oversize="fit"``), split above the largest
-    gear, pad, infer, cut back, join. ``on_fit(real, fitted)`` is called when an input is resized."""
+    gear, pad, infer, cut back (see :func:`cut_back`), join. ``on_fit(real, fitted)`` is called when an input is
+    resized."""
     real = [list(f.shape) for f in feeds]
     if oversize == "fit" and not _held(manifest, real, policy):
         fitted = fit_shape(manifest, real, policy)
         if fitted is not None:
-            again = partial(run_with_gears, manifest, policy=policy, infer=infer, pad_value=pad_value)
+            again = partial(
+                run_with_gears, manifest, policy=policy, infer=infer, pad_value=pad_value, output_dims=output_dims
+            )
             return _run_fitted(feeds, fitted, policy, again, on_fit)
     batched = [0 in policy.paddable(f.ndim) for f in feeds]
     n = real[0][0] if feeds[0].ndim else 1
@@ -385,11 +399,16 @@ def run_with_gears(
     if limit is not None and n > limit:
         parts = [
             run_with_gears(
-                manifest, [f[s : s + limit] if b else f for f, b in zip(feeds, batched)], policy, infer, pad_value
+                manifest,
+                [f[s : s + limit] if b else f for f, b in zip(feeds, batched)],
+                policy,
+                infer,
+                pad_value,
+                output_dims=output_dims,
             )
             for s in range(0, n, limit)
         ]
         return [np.concatenate([p[i] for p in parts], axis=0) for i in range(len(parts[0]))]
     gear = choose_gear(manifest, real, policy)
     padded = [pad_to(f, g, pad_value, policy.paddable(f.ndim), policy.pad_mode) for f, g in zip(feeds, gear)]
-    return cut_back(infer(padded), real, gear, policy)
+    return cut_back(infer(padded), real, gear, policy, output_dims)

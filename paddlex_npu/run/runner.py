@@ -10,11 +10,10 @@ dtypes. This module imports no PaddleX: the version adapters wrap it.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from ..errors import ConfigError, DeviceCallError, InputMismatchError, PaddlexNp
 from ..log import logger
 from ..om import manifest as mf
 from ..om.graph import load_graph, output_dims
+from ..om.output_shapes import OutputShapes
 from ..om.package import ONNX_RUNTIMES, OMPackage, resolve_om_package
 from .buffers import OutputSizer, check_gear_budget, memory_budget
 from .dtypes import numpy_dtype
@@ -69,6 +69,7 @@ class OMRunner:
         name: str,
         device_id: int = 0,
         task: Optional[str] = None,
+        onnx_path: Optional[Path] = None,
     ) -> None:
         self.name = name
         self.device_id = device_id
@@ -91,7 +92,28 @@ class OMRunner:
         check_output_ranks([list(d.shape) for d in self._out_descs], self.output_names, self.policy, name)
         fixed = _fixed_sizes(config, self.output_names)
         self.output_itemsizes = [numpy_dtype(d.datatype).itemsize for d in self._out_descs]
-        self._sizer = OutputSizer([list(d.shape) for d in self._out_descs], self.output_itemsizes, fixed)
+        self._solved = solved_output_shapes(manifest, self.output_names, config.data_dependent_max)
+        self._loose = {i for i, n in enumerate(self.output_names) if n in manifest.data_dependent}
+        self._sizer = OutputSizer(
+            [list(d.shape) for d in self._out_descs],
+            self.output_itemsizes,
+            fixed,
+            shapes=self._solved,
+            infer=onnx_shape_inference(onnx_path, manifest, self.output_names, config.data_dependent_max, name)
+            if onnx_path is not None
+            else None,
+            output_names=self.output_names,
+        )
+        unsized = self._sizer.unsized() if manifest.mode == "dymshape" else []
+        if unsized:
+            raise ConfigError(
+                f"{name}: the size of outputs {unsized} cannot be derived: the manifest has no output_dims and the "
+                "package has no inference.onnx. Rebuild the package with `paddlex-npu convert` (it records the "
+                "output dims as expressions of the input dims), or set backend_config['custom_sizes'] (bytes per "
+                "output)"
+            )
+        self._static_sizes = [int(d.size) for d in self._out_descs]
+        self._all_static = fixed is None and all(self._static_sizes)
         self._lock = threading.Lock()
         self._fit_warned = False
         self._calls = 0
@@ -124,17 +146,14 @@ class OMRunner:
         feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
         return self.infer(feeds)
 
-    def infer(self, feeds: List[np.ndarray], learn: bool = True) -> List[np.ndarray]:
-        """One inference on feeds already in model order and dtypes, through the shape policy.
-
-        ``learn``: let the output sizer learn from this call (off for warm-up's synthetic shapes).
-        """
+    def infer(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
+        """One inference on feeds already in model order and dtypes, through the shape policy."""
         if self.mode == "dymshape":
             return run_in_ranges(
                 self.manifest,
                 feeds,
                 self.policy,
-                lambda f: self._run_session(f, learn),
+                self._run_session,
                 self.config.oversize,
                 self._warn_fit,
             )
@@ -142,11 +161,19 @@ class OMRunner:
             self.manifest,
             feeds,
             self.policy,
-            lambda f: self._run_session(f, learn),
+            self._run_session,
             self.config.pad_value,
             self.config.oversize,
             self._warn_fit,
+            self._solved_dims,
         )
+
+    def _solved_dims(self, index: int, input_shapes: List[List[int]]) -> Optional[List[int]]:
+        """The dims output ``index`` has for these (real, unpadded) inputs, when the manifest solved them."""
+        shapes = self._solved
+        if shapes is None or not shapes.known(index) or index in self._loose:
+            return None
+        return shapes.shape(index, input_shapes)
 
     def _warn_fit(self, real: List[int], fitted: List[int]) -> None:
         """One warning per model when oversize ``fit`` resizes an input."""
@@ -170,12 +197,12 @@ class OMRunner:
             larger,
         )
 
-    def _run_session(self, feeds: List[np.ndarray], learn: bool) -> List[np.ndarray]:
+    def _run_session(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
         """One session call with output buffers sized for these feeds. The inputs are checked first, in Python:
         on the device a failed call says only "ACL: general failure" and leaks memory, so it is never retried."""
         opened = self._session_or_raise()
         self._check_feeds(feeds)
-        sizes = [max(s, d.size) for s, d in zip(self._sizer.sizes(feeds), self._out_descs)]
+        sizes = self.output_sizes(feeds)
         with self._lock, opened.call_guard():
             if self._opened is not opened:  # closed while this call waited for the lock
                 raise RuntimeError(f"OM runner for {self.name} is closed")
@@ -188,13 +215,23 @@ class OMRunner:
                 raise DeviceCallError(
                     f"{self.name}: the {self.runtime} session failed ({str(exc).strip() or type(exc).__name__}) on "
                     f"inputs {[list(f.shape) for f in feeds]} ({self.mode}) with {sizes} bytes reserved for outputs "
-                    f"{self.output_names}; the details are in the runtime's log above. If an output can be larger, "
-                    "set backend_config['custom_sizes'] (bytes per output) above those sizes"
+                    f"{self.output_names}; the details are in the runtime's log above. "
+                    + (
+                        f"Outputs {self.manifest.data_dependent} depend on the input values and are sized for "
+                        f"{self.config.data_dependent_max} rows: raise backend_config['data_dependent_max'] if "
+                        "more can come"
+                        if self.manifest.data_dependent
+                        else "If an output can be larger, set backend_config['custom_sizes'] (bytes per output) "
+                        "above those sizes"
+                    )
                 ) from exc
-        outputs = list(outputs)
-        if learn:
-            self._sizer.observe(feeds, outputs)
-        return outputs
+        return list(outputs)
+
+    def output_sizes(self, feeds: Sequence[np.ndarray]) -> List[int]:
+        """Bytes reserved per output for a call on these feeds (see :mod:`.buffers`)."""
+        if self._all_static:
+            return self._static_sizes
+        return [max(s, d) for s, d in zip(self._sizer.sizes(feeds), self._static_sizes)]
 
     def _check_feeds(self, feeds: List[np.ndarray]) -> None:
         """Rank, fixed dims and dtype of each feed against the OM's descriptors (gears and ranges are the shape
@@ -230,7 +267,7 @@ class OMRunner:
             )
             feeds.append(np.zeros(shape, dtype=dt))
         for _ in range(runs):
-            self.infer(feeds, learn=False)
+            self.infer(feeds)
         logger.info("%s: %d warm-up run(s) done", self.name, runs)
 
     def warmup_gears(self) -> List[float]:
@@ -242,7 +279,7 @@ class OMRunner:
         for gear in self.manifest.gear_shapes():
             feeds = [np.zeros(shape, dtype=dt) for shape, dt in zip(gear, self._in_dtypes)]
             t0 = time.perf_counter()
-            self._run_session(feeds, learn=False)
+            self._run_session(feeds)
             times.append(time.perf_counter() - t0)
             logger.info("%s: warm-up of gear %s took %.1f ms", self.name, gear, times[-1] * 1000.0)
         logger.info("%s: %d gear(s) warmed up in %.1f ms", self.name, len(times), sum(times) * 1000.0)
@@ -365,11 +402,11 @@ def build_om_runner(
         task=task,
     )
     manifest = given or _manifest_from_descriptors(opened)
-    runner = runner_cls(opened, manifest, config, name=name, device_id=device_id, task=task)
+    runner = runner_cls(
+        opened, manifest, config, name=name, device_id=device_id, task=task, onnx_path=package.onnx_path
+    )
     _check_warmup_shapes(config, runner)
     _check_budget(runner, config)
-    if runner.mode == "dymshape" and package.onnx_path is not None and config.custom_sizes is None:
-        runner._sizer.seed(seed_output_sizes(package.onnx_path, manifest, runner.output_itemsizes))
     on_onnx = runtime in ONNX_RUNTIMES and package.onnx_path is not None  # the CPU runs the ONNX, not the OM
     runs = package.onnx_path.name if on_onnx else package.om_path.name
     built = ", the ONNX the OM is built from" if on_onnx else ""
@@ -390,36 +427,73 @@ def build_om_runner(
     return runner
 
 
-def seed_output_sizes(onnx_path: Path, manifest: mf.OMManifest, itemsizes: List[int]) -> List[Optional[float]]:
-    """Per output (in order), the bytes per input element that ONNX shape inference gives at two sample input
-    shapes, when the two agree (the output grows as the input does); None where it cannot tell (data-dependent
-    outputs, other growth, no shape inference). Seeds the output sizer of a dymshape OM, whose first call would
-    otherwise reserve 16 bytes per input byte (about 2.9 GiB for a 4000x4000 page)."""
-    unknown: List[Optional[float]] = [None] * len(itemsizes)
-    try:
-        graph = load_graph(onnx_path)
-        names = [o.name for o in graph.graph.output]
-        if len(names) != len(itemsizes):
-            return unknown
-        ratios, ranges = [], manifest.input_ranges()
-        for value, batch in ((64, 1), (128, 2)):
-            shapes = [_sample_shape(spec.shape, ranges[spec.name], value, batch) for spec in manifest.inputs]
-            dims = output_dims(graph, shapes, names)
-            if dims is None:
-                return unknown
-            elements = sum(math.prod(s) for s in shapes)
-            ratios.append([math.prod(d) * size / elements if all(d) else None for d, size in zip(dims, itemsizes)])
-    except (ShapeInferenceError, PaddlexNpuError):
-        return unknown
-    return [a if a and b and abs(a - b) <= 0.01 * a else None for a, b in zip(*ratios)]
+def solved_output_shapes(manifest: mf.OMManifest, names: Sequence[str], bound: int) -> Optional[OutputShapes]:
+    """The manifest's ``output_dims`` in the OM's output order (by name when the manifest names its outputs)."""
+    dims = manifest.output_dims
+    if dims is None:
+        return None
+    if manifest.outputs and set(manifest.outputs) == set(names):
+        by_name = dict(zip(manifest.outputs, dims))
+        dims = [by_name[n] for n in names]
+    elif len(dims) != len(names):
+        raise ConfigError(
+            f"the OM manifest has output_dims for {len(dims)} outputs, the OM has {len(names)} ({', '.join(names)}): "
+            "the manifest belongs to another model"
+        )
+    return OutputShapes(dims, bound)
 
 
-def _sample_shape(shape: List[int], ranges: List[Tuple[int, int]], value: int, batch: int) -> List[int]:
-    """``shape`` with its -1 dims set to ``batch`` (dim 0) or ``value``, within the dim's range."""
-    return [
-        d if d > 0 else min(max(batch if j == 0 else value, lo), hi if hi > 0 else 1 << 30)
-        for j, (d, (lo, hi)) in enumerate(zip(shape, ranges))
-    ]
+def onnx_shape_inference(
+    onnx_path: Path, manifest: mf.OMManifest, names: Sequence[str], bound: int, model: str
+) -> Callable[[List[List[int]]], Optional[List[List[int]]]]:
+    """Output dims for concrete input shapes, for a package whose manifest has no ``output_dims``: ONNX shape
+    inference on those shapes (3 to 250 ms per new input shape on PP-OCR models; the sizer caches it per shape),
+    and where it cannot tell (paddle2onnx's reshapes in PP-OCRv4 rec), the dims solved from the graph once
+    (:mod:`.shape_solver`, 0.1-10 s). In the OM's output order; data-dependent dims left open are ``bound``.
+    Packages built by ``convert`` carry ``output_dims`` and never call it."""
+    state: Dict[str, Any] = {}
+    lock = threading.Lock()
+    loose = set(manifest.data_dependent)
+
+    def solved() -> Optional[OutputShapes]:
+        with lock:
+            if "solved" not in state:
+                from .shape_solver import derive_file
+
+                logger.info(
+                    "%s: solving the output dims from inference.onnx (rebuild the package with `paddlex-npu "
+                    "convert` to have them in its manifest)",
+                    model,
+                )
+                try:
+                    state["solved"] = OutputShapes(derive_file(onnx_path, sorted(loose)), bound)
+                except PaddlexNpuError:  # sympy missing: the sizer names custom_sizes and convert
+                    state["solved"] = None
+        return state["solved"]
+
+    def infer(shapes: List[List[int]]) -> Optional[List[List[int]]]:
+        with lock:
+            if "graph" not in state:
+                state["graph"] = load_graph(onnx_path)
+                state["names"] = [o.name for o in state["graph"].graph.output]
+        graph_names = state["names"]
+        if len(graph_names) != len(names):
+            return None
+        try:
+            dims = output_dims(state["graph"], shapes, graph_names)
+        except ShapeInferenceError as exc:
+            raise InputShapeError(f"{model}: the model cannot take inputs {shapes}: {exc}") from None
+        out: List[List[int]] = []
+        for i, (n, g) in enumerate(zip(names, graph_names)):
+            ds = [bound if d <= 0 and (n in loose or g in loose) else d for d in (dims[i] if dims else [0])]
+            if any(d <= 0 for d in ds):
+                fallback = solved()
+                if fallback is not None and fallback.known(i):
+                    ds = fallback.shape(i, shapes)
+            out.append(ds)
+        return out
+
+    return infer
 
 
 def _manifest_from_descriptors(opened: OpenedSession) -> mf.OMManifest:

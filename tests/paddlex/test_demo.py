@@ -1,5 +1,7 @@
-"""The demo (``bash scripts/demo.sh`` = ``examples/ocr_npu.py``) reads what is written, spaces included, and
-prints PaddleX's own CPU result beside the route's."""
+"""The demo (``bash scripts/demo.sh`` = ``examples/ocr_npu.py``) reads what is written, spaces included, with
+PP-OCRv6 small (PaddleOCR 3.7's default family) on the route, and prints PaddleX's own CPU result and PaddleOCR
+3.7's (``enable_hpi=True``) beside it; on PaddleX 3.4, which has no PP-OCRv6, it says so and uses PP-OCRv4 det and
+PP-OCRv5 rec."""
 
 from __future__ import annotations
 
@@ -44,7 +46,10 @@ def test_demo_reads_the_lines_exactly_as_rendered(asset_root, tmp_path):
     assert blocks["NPU route"] == list(assets.DEMO_LINES), out.stdout
     if LEGACY:
         assert "needs PaddleX 3.5+" in out.stdout
+        assert "has no PP-OCRv6_small_det (PP-OCRv6 came with 3.7): using PP-OCRv4_mobile_det" in out.stdout
     else:
+        assert "PP-OCRv6_small_det + PP-OCRv6_small_rec" in out.stdout
         assert blocks["PaddleX's own CPU engine"] == list(assets.DEMO_LINES), out.stdout
         assert "texts identical: yes (3 lines)" in out.stdout
+        assert blocks["PaddleOCR 3.7"] == list(assets.DEMO_LINES), out.stdout
     assert (tmp_path / "out" / "sample_ocr_res_img.png").is_file()

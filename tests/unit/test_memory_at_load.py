@@ -83,23 +83,24 @@ def test_a_static_om_is_checked_too(package, monkeypatch):
         _load(package, manifest=static)
 
 
-def test_dymshape_output_sizes_are_known_before_the_first_call(tmp_path):
-    """A dymshape OM reports output size 0, so the first call used to reserve 16 bytes per input byte (2.9 GiB
-    for a 4000x4000 page); with the package's ONNX, shape inference at load gives the bytes per input element
-    (outputs that grow with the input), and data-dependent outputs keep the blanket guess."""
+def test_dymshape_output_sizes_follow_the_model_from_the_first_call(tmp_path):
+    """A dymshape OM reports output size 0; the sizes come from the model for each call's shapes (here ONNX shape
+    inference: the package's manifest has no output_dims), never from a multiple of the input bytes, and a
+    data-dependent output is sized for ``data_dependent_max`` rows."""
     from paddlex_npu.om import manifest as mf
-    from paddlex_npu.run.buffers import HEADROOM, INITIAL_BYTES_PER_INPUT_BYTE
-    from paddlex_npu.run.runner import seed_output_sizes
+    from paddlex_npu.run.buffers import MIN_BYTES
     from tests.onnx_models import image_model, nonzero_model
 
     image_model(tmp_path / "inference.onnx")
     (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
     runner = _load(tmp_path, warmup_gears=False)
     page = np.zeros((1, 3, 4000, 4000), np.float32)
-    (size,) = runner._sizer.sizes([page])
-    assert page.nbytes <= size <= page.nbytes * HEADROOM * 1.01  # y = 2x: its own bytes, with the headroom
-    assert size < page.nbytes * INITIAL_BYTES_PER_INPUT_BYTE / 10
-    nz = nonzero_model(tmp_path / "nz" / "inference.onnx")
-    man = mf.parse({"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, 4]}], "data_dependent": ["idx"]}, "t")
-    assert seed_output_sizes(nz, man, [8, 4]) == [None, 4.0]  # idx: data-dependent, no seed
-    assert seed_output_sizes(nz, man, [8]) == [None]  # another output count than the ONNX: nothing told
+    assert runner.output_sizes([page]) == [page.nbytes]  # y = 2x: exactly its own bytes
+    nz = tmp_path / "nz"
+    nonzero_model(nz / "inference.onnx")
+    (nz / "inference.yml").write_text("Global:\n  model_name: test\n")
+    man = {"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, 4]}], "data_dependent": ["idx"]}
+    x = np.zeros((1, 4), np.float32)
+    assert _load(nz, manifest=man, data_dependent_max=51200).output_sizes([x]) == [2 * 51200 * 8, MIN_BYTES]
+    dims = mf.parse({**man, "outputs": ["idx", "y"], "output_dims": [[2, None], [1, 4]]}, "t")
+    assert _load(nz, manifest=dims.model_dump(by_alias=True)).output_sizes([x]) == [MIN_BYTES, MIN_BYTES]

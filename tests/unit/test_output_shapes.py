@@ -1,0 +1,58 @@
+"""The manifest's ``output_dims``: expressions of the input dims, checked (nothing but arithmetic is evaluated)
+and evaluated exactly; the sizer reserves what they give, data-dependent dims at their bound, and names what it
+cannot size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from paddlex_npu.errors import ConfigError
+from paddlex_npu.om import manifest as mf
+from paddlex_npu.om.output_shapes import OutputShapes, check, compile_dim
+from paddlex_npu.run.buffers import MIN_BYTES, OutputSizer
+
+# What the solver writes for PP-OCRv4/v5/v6 recognisers' CTC length and DB detectors' maps.
+CTC = "floor(floor(floor(d0_3/2 - 1/2)/2)/2 - 1/2) + 1"
+DB = "4*floor(floor(d0_2/2 - 1/2)/2) + 4"
+
+
+def test_the_ctc_length_is_floor_of_w_plus_3_over_8_at_every_width():
+    """PP-OCRv6's T = floor((W + 3) / 8) (issue 20), evaluated exactly (Fractions, no float rounding)."""
+    dim = compile_dim(CTC)
+    from fractions import Fraction
+
+    assert all(dim({"d0_3": Fraction(w)}) == (w + 3) // 8 for w in range(8, 3201))
+    db = compile_dim(DB)
+    assert all(db({"d0_2": Fraction(h)}) == h for h in range(32, 4001, 32))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["__import__('os').system('true')", "d0_3.real", "open('x')", "d0_3 if 1 else 2", "[d0_3]", "x + 1", "1.5 * d0_3"],
+)
+def test_anything_but_arithmetic_on_input_dims_is_refused(text):
+    with pytest.raises(ValueError, match="an output dim is an int, null, or an expression of input dims"):
+        check([text], "output y")
+
+
+def test_a_manifest_with_a_bad_output_dim_is_refused_naming_it():
+    raw = {"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, 3, -1, -1]}], "outputs": ["y"]}
+    with pytest.raises(ConfigError, match=r"output_dims of output y: output dim 'os.getcwd\(\)'"):
+        mf.parse({**raw, "output_dims": [["os.getcwd()"]]}, "test")
+    with pytest.raises(ConfigError, match="output_dims has 2 entries, outputs 1"):
+        mf.parse({**raw, "output_dims": [[1], [2]]}, "test")
+    ok = mf.parse({**raw, "output_dims": [["d0_0", 1, DB, "d0_3"]]}, "test")
+    assert mf.parse(ok.model_dump(by_alias=True), "again").output_dims == [["d0_0", 1, DB, "d0_3"]]
+
+
+def test_the_sizer_reserves_the_solved_shape_and_bounds_data_dependent_dims():
+    shapes = OutputShapes([["d0_0", CTC, 18710], [None, 6], None], data_dependent_max=1000)
+    sizer = OutputSizer([[-1, -1, 18710], [-1, 6], [-1]], [4, 4, 4], shapes=shapes, output_names=["p", "b", "q"])
+    assert sizer.unsized() == ["q"]  # no dims and no ONNX: the runner refuses such a package at load
+    sizer = OutputSizer([[-1, -1, 18710], [-1, 6]], [4, 4], shapes=OutputShapes(shapes.dims[:2], 1000))
+    x = np.broadcast_to(np.float32(0), (6, 3, 48, 1203))
+    logits, boxes = sizer.sizes([x])
+    assert logits == -(-6 * 150 * 18710 * 4 // 4096) * 4096  # 150 = floor(1206 / 8) steps, rounded up to 4 KiB
+    assert boxes == MIN_BYTES  # 1000 rows x 6 x 4 bytes
+    assert sizer.sizes([x]) is sizer.sizes([x])  # cached per input shapes
