@@ -24,7 +24,10 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 from tests.paddlex.conftest import npu_pipeline  # noqa: E402, F401  (the in-process reference)
 
 VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
-NODE = {"num_cpus": 2, "object_store_memory": 256 * 1024 * 1024}
+# 3 CPUs (logical) per node: 2 for its NPU actors (actor_cpus=1), 1 left for CPU tasks. The one left matters: after
+# a node is lost, the blocks it held are rebuilt by CPU tasks, and with every CPU held by NPU actors waiting for
+# those blocks the job would wait for ever.
+NODE = {"num_cpus": 3, "object_store_memory": 256 * 1024 * 1024}
 CHIPS = ("0,1", "2,3")  # the NPUs of the head and of the second node
 
 
