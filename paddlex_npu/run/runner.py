@@ -394,9 +394,13 @@ def build_om_runner(
         task=task,
     )
     manifest = given or _manifest_from_descriptors(opened)
-    runner = runner_cls(
-        opened, manifest, config, name=name, device_id=device_id, task=task, onnx_path=package.onnx_path
-    )
+    try:
+        runner = runner_cls(
+            opened, manifest, config, name=name, device_id=device_id, task=task, onnx_path=package.onnx_path
+        )
+    except BaseException:
+        opened.session.free_resource()  # a package refused at load leaves no session (device memory) behind
+        raise
     _check_warmup_shapes(config, runner)
     _check_budget(runner, config)
     logger.info(
