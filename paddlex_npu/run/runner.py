@@ -402,9 +402,13 @@ def build_om_runner(
         task=task,
     )
     manifest = given or _manifest_from_descriptors(opened)
-    runner = runner_cls(
-        opened, manifest, config, name=name, device_id=device_id, task=task, onnx_path=package.onnx_path
-    )
+    try:
+        runner = runner_cls(
+            opened, manifest, config, name=name, device_id=device_id, task=task, onnx_path=package.onnx_path
+        )
+    except BaseException:
+        opened.session.free_resource()  # a package refused at load leaves no session (device memory) behind
+        raise
     _check_warmup_shapes(config, runner)
     _check_budget(runner, config)
     on_onnx = runtime in ONNX_RUNTIMES and package.onnx_path is not None  # the CPU runs the ONNX, not the OM

@@ -56,3 +56,31 @@ def test_the_sizer_reserves_the_solved_shape_and_bounds_data_dependent_dims():
     assert logits == -(-6 * 150 * 18710 * 4 // 4096) * 4096  # 150 = floor(1206 / 8) steps, rounded up to 4 KiB
     assert boxes == MIN_BYTES  # 1000 rows x 6 x 4 bytes
     assert sizer.sizes([x]) is sizer.sizes([x])  # cached per input shapes
+
+
+def test_without_the_onnx_the_manifest_alone_sizes_the_outputs(tmp_path):
+    """The device path (a package with only ``inference.om``): the runner gets no ONNX, so the manifest's
+    ``output_dims`` size the buffers; without them it refuses to load, naming convert and custom_sizes."""
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.om.package import resolve_om_package
+    from paddlex_npu.run.runner import OMRunner
+    from paddlex_npu.run.session import open_session
+    from tests.onnx_models import image_model
+
+    image_model(tmp_path / "inference.onnx")  # y = 2x, [N, 3, H, W]
+    (tmp_path / "inference.yml").write_text("Global:\n  model_name: test\n")
+    raw = {"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 3, -1, -1]}], "outputs": ["y"]}
+    package = resolve_om_package(tmp_path, "reference")
+
+    def runner(manifest):
+        man = mf.parse(manifest, "test")
+        opened = open_session("reference", package, 0, man)
+        return OMRunner(opened, man, OMBackendConfig(), name="m", onnx_path=None)
+
+    sized = runner({**raw, "output_dims": [["d0_0", 3, "d0_2", "d0_3"]]})
+    x = np.ones((2, 3, 64, 96), np.float32)
+    assert sized.output_sizes([x]) == [2 * 3 * 64 * 96 * 4]
+    assert np.array_equal(sized([x])[0], 2 * x)
+    sized.close()
+    with pytest.raises(ConfigError, match=r"m: the size of outputs \['y'\] cannot be derived.*paddlex-npu convert"):
+        runner(raw)
