@@ -262,20 +262,48 @@ def _data_start(header_length: int) -> int:
     return -(-(16 + header_length) // _ALIGN) * _ALIGN
 
 
-_UNMAP_SECONDS = [0.0]  # CPU time of unmapping replayed outputs (when the pipeline frees them): the simulator's
+_UNMAP_SECONDS = [0.0]  # CPU time of releasing replayed outputs (when the pipeline frees them): the simulator's
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+# a pagemap entry's top byte: bit 63 (0x80) the page is present, 62 (0x40) swapped, 61 (0x20) a file page; present
+# and not a file page, or swapped, is a private copy: written to since it was mapped
+_WRITTEN = bytes(1 if b & 0xA0 == 0x80 or b & 0x40 else 0 for b in range(256))
+_PAGEMAP = [-2]  # the fd of /proc/self/pagemap (-2: not opened yet, -1: not readable here) and its pid
+_PAGEMAP_PID = [0]
+
+
+def _untouched(address: int, size: int) -> bool:
+    """Whether no page of a private mapping was written since it was mapped (``/proc/self/pagemap``, read with
+    the GIL held). False where pagemap cannot be read: the mapping is then not reused."""
+    if _PAGEMAP_PID[0] != os.getpid():
+        _PAGEMAP[0] = _LIBC.open(b"/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+        _PAGEMAP_PID[0] = os.getpid()
+    fd = _PAGEMAP[0]
+    if fd < 0:
+        return False
+    pages = -(-size // _PAGE)
+    buf = ctypes.create_string_buffer(pages * 8)
+    if _LIBC.pread(fd, buf, pages * 8, (address // _PAGE) * 8) != pages * 8:
+        return False
+    return 1 not in buf.raw[7::8].translate(_WRITTEN)
 
 
 class _Mapping:
-    """A private (copy-on-write) map of one stored file; unmapped when the last array over it is freed."""
+    """A private (copy-on-write) map of one stored file. When the last array over it is freed, it goes back
+    to its store for the next replay of the same call if no page of it was written (the pipeline only read
+    the outputs), else it is unmapped."""
 
-    def __init__(self, address: int, size: int) -> None:
-        self.address, self.size = address, size
+    def __init__(self, address: int, size: int, store: Optional[ReplayStore] = None, digest: str = "") -> None:
+        self.address, self.size, self.store, self.digest = address, size, store, digest
         self.__array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (address, False), "version": 3}
 
     def __del__(self) -> None:
-        c0 = time.thread_time()
-        _LIBC.munmap(self.address, self.size)
-        _UNMAP_SECONDS[0] += time.thread_time() - c0  # no lock: a finalizer may run inside a locked section
+        try:
+            c0 = time.thread_time()
+            if self.store is None or not self.store._give_back(self.digest, self.address, self.size):
+                _LIBC.munmap(self.address, self.size)
+            _UNMAP_SECONDS[0] += time.thread_time() - c0  # no lock: a finalizer may run inside a locked section
+        except Exception:  # interpreter shutdown: the process's mappings go with it
+            pass
 
 
 @dataclass(frozen=True)
@@ -292,13 +320,17 @@ class ReplayStore:
     the same input at once). Replayed outputs are private copy-on-write maps of that file, opened and mapped
     through libc with the GIL held: the model's outputs are read from the page cache as the pipeline uses
     them, with no copy up front. The last ``keep_open`` files stay open with their headers read, so a replay
-    is one ``mmap``."""
+    is one ``mmap``; and up to ``keep_mapped`` mappings that the pipeline freed without writing to them are
+    kept for the next replay of the same call (no ``mmap``, no page faults, no ``munmap``)."""
 
-    def __init__(self, folder: Path, keep_open: int = 256) -> None:
+    def __init__(self, folder: Path, keep_open: int = 256, keep_mapped: int = 64) -> None:
         self.folder = Path(folder)
         self._prefix = os.fsencode(self.folder) + b"/"
         self._open: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
         self._keep_open = keep_open
+        self._unused: collections.OrderedDict[Tuple[str, int], int] = collections.OrderedDict()  # -> size
+        self._keep_mapped = keep_mapped
+        self.reused = 0  # replays served by a mapping given back untouched
 
     def _path(self, digest: str) -> Path:
         return self.folder / digest[:2] / f"{digest}.out"
@@ -311,10 +343,14 @@ class ReplayStore:
                 return None
         else:
             self._open.move_to_end(digest)
-        address = _LIBC.mmap(None, entry.size, 0x1 | 0x2, 0x02, entry.fd, 0)  # PROT_READ|PROT_WRITE, MAP_PRIVATE
-        if address in (None, _MAP_FAILED):
-            _check(-1)
-        whole = np.asarray(_Mapping(address, entry.size))
+        address = self._take_unused(digest)
+        if address is None:
+            address = _LIBC.mmap(None, entry.size, 0x1 | 0x2, 0x02, entry.fd, 0)  # PROT_READ|WRITE, MAP_PRIVATE
+            if address in (None, _MAP_FAILED):
+                _check(-1)
+        else:
+            self.reused += 1
+        whole = np.asarray(_Mapping(address, entry.size, self, digest))
         return [whole[at : at + n].view(dtype).reshape(shape) for at, n, dtype, shape in entry.outputs]
 
     def _load(self, digest: str, count: int) -> Optional[_Entry]:
@@ -348,10 +384,30 @@ class ReplayStore:
             _LIBC.close(self._open.popitem(last=False)[1].fd)
         return entry
 
+    def _take_unused(self, digest: str) -> Optional[int]:
+        for key in self._unused:
+            if key[0] == digest:
+                del self._unused[key]
+                return key[1]
+        return None
+
+    def _give_back(self, digest: str, address: int, size: int) -> bool:
+        """Keep a freed mapping for the next replay of ``digest`` if untouched (True), else refuse it."""
+        if self._keep_mapped <= 0 or not _untouched(address, size):
+            return False
+        self._unused[(digest, address)] = size
+        while len(self._unused) > self._keep_mapped:
+            (_, old), old_size = self._unused.popitem(last=False)
+            _LIBC.munmap(old, old_size)
+        return True
+
     def close(self) -> None:
-        """Close the files kept open."""
+        """Close the files kept open and unmap the mappings kept."""
         while self._open:
             _LIBC.close(self._open.popitem()[1].fd)
+        while self._unused:
+            (_, address), size = self._unused.popitem()
+            _LIBC.munmap(address, size)
 
     def put(self, digest: str, outputs: List[np.ndarray]) -> None:
         path = self._path(digest)
