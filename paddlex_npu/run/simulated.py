@@ -7,8 +7,10 @@ model replaced by a device model:
   digest of the inputs (XXH3-128 of every input's name, dtype, shape and bytes) in a replay store
   (``$PADDLEX_NPU_SIM_STORE``, default ``~/.cache/paddlex_npu/simulated/<model sha256>/``). A replayed call
   spends no CPU on the model, only the digest (about a memory read of the inputs, as a host-to-device copy)
-  and mapping the stored outputs copy-on-write (counted as ``replay_ms``). An input never seen is computed
-  with ONNX Runtime, stored, and counted (:func:`stats` ``computed``; logged when the session is freed);
+  and mapping the stored outputs copy-on-write, a mapping the pipeline freed unwritten serving the next replay
+  of the same call (all counted as ``replay_ms``, CPU time, with the release of the mappings). An input never
+  seen is computed with ONNX Runtime, stored, and counted (:func:`stats` ``computed``; logged when the session
+  is freed);
 - **device time** comes from a cost model, ``base_ms + ms_per_melem * (input elements / 1e6)`` (see
   :func:`default_cost` for how the defaults follow from the published 310P3 figures);
 - **the GIL is held from entry to return** of a replayed call, as ais_bench's bindings hold it for the whole
