@@ -322,16 +322,19 @@ class ReplayStore:
     the same input at once). Replayed outputs are private copy-on-write maps of that file, opened and mapped
     through libc with the GIL held: the model's outputs are read from the page cache as the pipeline uses
     them, with no copy up front. The last ``keep_open`` files stay open with their headers read, so a replay
-    is one ``mmap``; and up to ``keep_mapped`` mappings that the pipeline freed without writing to them are
-    kept for the next replay of the same call (no ``mmap``, no page faults, no ``munmap``)."""
+    is one ``mmap``; and up to ``keep_mapped`` mappings (``keep_mapped_bytes`` in all) that the pipeline freed
+    without writing to them are kept for the next replay of the same call (no ``mmap``, page faults or
+    ``munmap``)."""
 
-    def __init__(self, folder: Path, keep_open: int = 256, keep_mapped: int = 64) -> None:
+    def __init__(
+        self, folder: Path, keep_open: int = 256, keep_mapped: int = 64, keep_mapped_bytes: int = 256 << 20
+    ) -> None:
         self.folder = Path(folder)
         self._prefix = os.fsencode(self.folder) + b"/"
         self._open: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
         self._keep_open = keep_open
         self._unused: collections.OrderedDict[Tuple[str, int], int] = collections.OrderedDict()  # -> size
-        self._keep_mapped = keep_mapped
+        self._keep_mapped, self._keep_mapped_bytes, self._mapped_bytes = keep_mapped, keep_mapped_bytes, 0
         self.reused = 0  # replays served by a mapping given back untouched
 
     def _path(self, digest: str) -> Path:
@@ -389,7 +392,7 @@ class ReplayStore:
     def _take_unused(self, digest: str) -> Optional[int]:
         for key in self._unused:
             if key[0] == digest:
-                del self._unused[key]
+                self._mapped_bytes -= self._unused.pop(key)
                 return key[1]
         return None
 
@@ -398,8 +401,10 @@ class ReplayStore:
         if self._keep_mapped <= 0 or not _untouched(address, size):
             return False
         self._unused[(digest, address)] = size
-        while len(self._unused) > self._keep_mapped:
+        self._mapped_bytes += size
+        while len(self._unused) > self._keep_mapped or self._mapped_bytes > self._keep_mapped_bytes:
             (_, old), old_size = self._unused.popitem(last=False)
+            self._mapped_bytes -= old_size
             _LIBC.munmap(old, old_size)
         return True
 
@@ -410,6 +415,7 @@ class ReplayStore:
         while self._unused:
             (_, address), size = self._unused.popitem()
             _LIBC.munmap(address, size)
+        self._mapped_bytes = 0
 
     def put(self, digest: str, outputs: List[np.ndarray]) -> None:
         path = self._path(digest)
