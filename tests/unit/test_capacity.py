@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from paddlex_npu import cli_capacity
+from paddlex_npu import cli
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.tools.benchmark import BenchmarkReport
 from paddlex_npu.tools.capacity import HOSTS, PageCost, check, mva, page_cost, predict, predict_host
@@ -74,30 +74,30 @@ def test_typical_hosts_name_their_assumptions():
 
 def _args(report: Path, **kw) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    cli_capacity.add_args(parser)
+    cli._capacity_args(parser)
     extra = [f"--{k.replace('_', '-')}={v}" for k, v in kw.items()]
     return parser.parse_args([str(report), *extra])
 
 
 def test_cli_names_a_missing_or_wrong_report(tmp_path, capsys):
-    assert cli_capacity.run(_args(tmp_path / "none.json")) == 1
+    assert cli._cmd_capacity(_args(tmp_path / "none.json")) == 1
     assert "none.json does not exist: give a benchmark --json file" in capsys.readouterr().err
     (tmp_path / "x.json").write_text('{"routes": 3}')
-    assert cli_capacity.run(_args(tmp_path / "x.json")) == 1
+    assert cli._cmd_capacity(_args(tmp_path / "x.json")) == 1
     assert "x.json is no benchmark report" in capsys.readouterr().err
     (tmp_path / "old.json").write_text(
         json.dumps(
             {"runtime": "simulated", "cores": 2, "cpu": "x", "paddlex": "3.7.2", "inputs": 1, "repeat": 1, "routes": []}
         )
     )
-    assert cli_capacity.run(_args(tmp_path / "old.json")) == 1
+    assert cli._cmd_capacity(_args(tmp_path / "old.json")) == 1
     assert "has no 'NPU serial' route" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not RECORDED, reason="no recorded benchmark JSON under tests/data")
 def test_cli_predicts_a_host_and_writes_json(tmp_path, capsys):
     out = tmp_path / "p.json"
-    assert cli_capacity.run(_args(RECORDED[0], cores=32, npus=4, json=out)) == 0
+    assert cli._cmd_capacity(_args(RECORDED[0], cores=32, npus=4, json=out)) == 0
     text = capsys.readouterr().out
     assert "32 cores x 4 310P3:" in text and "bottleneck:" in text and "predicted" in text
     data = json.loads(out.read_text())
