@@ -122,14 +122,17 @@ class _XXH128(ctypes.Structure):
     _fields_ = [("low64", ctypes.c_uint64), ("high64", ctypes.c_uint64)]
 
 
-def _xxh3_library() -> ctypes.PyDLL:
-    """XXH3's streaming functions from the ``xxhash`` package's extension, called with the GIL held."""
+def _xxh3_library() -> Tuple[ctypes.PyDLL, object]:
+    """XXH3's streaming functions from the ``xxhash`` package's extension, called with the GIL held, and its
+    update function: the one that picks the CPU's widest vectors (AVX2/AVX-512, twice as fast as the baseline
+    build here, same digest) where the library has it."""
     lib = ctypes.PyDLL(_xxhash_ext.__file__)
     try:
         lib.XXH3_createState.restype = ctypes.c_void_p
         lib.XXH3_freeState.argtypes = [ctypes.c_void_p]
         lib.XXH3_128bits_reset.argtypes = [ctypes.c_void_p]
-        lib.XXH3_128bits_update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        update = getattr(lib, "XXH3_128bits_update_dispatch", None) or lib.XXH3_128bits_update
+        update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
         lib.XXH3_128bits_digest.argtypes = [ctypes.c_void_p]
         lib.XXH3_128bits_digest.restype = _XXH128
     except AttributeError as exc:  # a build of xxhash that hides its C symbols
@@ -137,10 +140,10 @@ def _xxh3_library() -> ctypes.PyDLL:
             f"the simulated device needs XXH3 from the xxhash package's library ({_xxhash_ext.__file__}), which "
             f"does not export it ({exc}): install the PyPI wheel, pip install 'xxhash>=3.0'"
         ) from exc
-    return lib
+    return lib, update
 
 
-_XXH3 = _xxh3_library()
+_XXH3, _XXH3_UPDATE = _xxh3_library()
 
 
 def _flock(fd: int, op: int) -> bool:
@@ -247,8 +250,8 @@ def feed_digest(feed: Dict[str, np.ndarray]) -> str:
         for name, arr in feed.items():
             arr = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
             meta = f"{name}|{arr.dtype.str}|{arr.shape}|".encode()
-            _XXH3.XXH3_128bits_update(state, meta, len(meta))
-            _XXH3.XXH3_128bits_update(state, arr.ctypes.data, arr.nbytes)
+            _XXH3_UPDATE(state, meta, len(meta))
+            _XXH3_UPDATE(state, arr.ctypes.data, arr.nbytes)
         h = _XXH3.XXH3_128bits_digest(state)
     finally:
         _XXH3.XXH3_freeState(state)
