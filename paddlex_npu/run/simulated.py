@@ -274,6 +274,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 _WRITTEN = bytes(1 if b & 0xA0 == 0x80 or b & 0x40 else 0 for b in range(256))
 _PAGEMAP = [-2]  # the fd of /proc/self/pagemap (-2: not opened yet, -1: not readable here) and its pid
 _PAGEMAP_PID = [0]
+_PAGEMAP_BUF = [ctypes.create_string_buffer(0)]  # grown to the largest mapping checked
 
 
 def _untouched(address: int, size: int) -> bool:
@@ -285,11 +286,13 @@ def _untouched(address: int, size: int) -> bool:
     fd = _PAGEMAP[0]
     if fd < 0:
         return False
-    pages = -(-size // _PAGE)
-    buf = ctypes.create_string_buffer(pages * 8)
-    if _LIBC.pread(fd, buf, pages * 8, (address // _PAGE) * 8) != pages * 8:
+    n = -(-size // _PAGE) * 8
+    if len(_PAGEMAP_BUF[0]) < n:
+        _PAGEMAP_BUF[0] = ctypes.create_string_buffer(n)
+    buf = _PAGEMAP_BUF[0]
+    if _LIBC.pread(fd, buf, n, (address // _PAGE) * 8) != n:
         return False
-    return 1 not in buf.raw[7::8].translate(_WRITTEN)
+    return 1 not in memoryview(buf).cast("B")[7:n:8].tobytes().translate(_WRITTEN)  # each entry's top byte
 
 
 class _Mapping:
