@@ -145,7 +145,8 @@ class BenchmarkReport:
             lines.append(
                 f"best executor route: {best.route}, {best.images_per_s:.2f} img/s = "
                 f"{100 * best.images_per_s / bound:.0f}% of the bound (target >= 90%), "
-                f"{best.images_per_s / s.images_per_s:.2f}x serial (target >= 1.8)"
+                f"{best.images_per_s / s.images_per_s:.2f}x serial (target >= 1.8); cores busy "
+                f"{best.cpu_percent:.0f}%, executor parent {best.dispatch_ms:.2f} ms CPU per image"
             )
         return lines
 

@@ -13,7 +13,7 @@ What a page costs, from the benchmark's NPU serial route:
 
 The model: each NPU with its K workers is a closed queueing network of K pages in flight, a host CPU of
 ``cores / npus`` processors shared by processor sharing (as the OS shares cores between busy processes) and
-one device served in turn; its exact product-form solution gives the throughput (:func:`mva`). A worker is either
+one device served in turn; its exact product-form solution gives the throughput (:func:`throughput`). A worker is either
 on the CPU or waiting for its device call (which holds the GIL and no core). The planner tries K = 1.. and
 keeps the smallest K within 3% of the best (each worker holds a pipeline in memory). The bottleneck is the
 resource most used at that point.
@@ -22,8 +22,8 @@ resource most used at that point.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
 
 from ..errors import ConfigError
 from .benchmark import SERIAL, BenchmarkReport
@@ -131,13 +131,15 @@ def page_cost(report: BenchmarkReport, serving_ms: float = 0.0) -> PageCost:
     return PageCost(serial.host_ms, executor, base, elem, serving_ms, source=f"{report.input_desc} on {where}")
 
 
-def mva(workers: int, cpu_ms: float, cores: float, device_ms: float) -> float:
+def throughput(workers: int, cpu_ms: float, cores: float, device_ms: float) -> float:
     """Throughput (pages/ms) of ``workers`` pages in flight over a processor-sharing CPU of ``cores``
     processors (demand ``cpu_ms`` per page) and one device served in turn (demand ``device_ms``): the exact
     product-form solution of this two-station closed network (as mean value analysis gives it, computed
     from the state probabilities in logs, which stays stable at high load)."""
     if device_ms <= 0:
         return min(workers, cores) / cpu_ms
+    if cpu_ms <= 0:
+        return 1.0 / device_ms
     logs = []
     for at_device in range(workers + 1):
         at_cpu = workers - at_device
@@ -177,7 +179,7 @@ def predict(
         ks = [workers_per_npu]
     else:
         ks = list(range(1, max(2, int(4 * share)) + 1))
-    rates = {k: npus * mva(k, cpu, share, dev) * 1000.0 for k in ks}
+    rates = {k: npus * throughput(k, cpu, share, dev) * 1000.0 for k in ks}
     best = max(rates.values())
     k = min(k for k, x in rates.items() if x >= 0.97 * best)  # more workers: more memory for ~nothing
     x = rates[k]
@@ -212,7 +214,7 @@ def predict(
     )
 
 
-def predict_host(cost: PageCost, name: str, front_processes: int = 1) -> Prediction:
+def predict_host(cost: PageCost, name: str) -> Prediction:
     """The prediction for one of :data:`HOSTS`."""
     h = HOSTS[name]
     p = predict(cost, cores=h.cores, npus=h.npus, device=h.device, cpu_speed=h.cpu_speed, host=h.name)
@@ -260,9 +262,6 @@ def format_prediction(p: Prediction) -> List[str]:
     return lines
 
 
-def as_dict(p: Prediction) -> Dict[str, Any]:
-    return asdict(p)
-
-
 def hosts_table(cost: PageCost, names: Sequence[str] = tuple(HOSTS)) -> List[Prediction]:
+    """The predictions for the typical hosts of :data:`HOSTS`."""
     return [predict_host(cost, n) for n in names]

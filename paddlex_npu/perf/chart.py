@@ -150,11 +150,14 @@ def _stages(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: 
             x += w
         draw.text((x + 6, y + 6), f"{totals[k]:.1f}", fill="black", font=small)
     y = top + len(routes) * ROW + 8
-    x = LABEL_W
+    x = MARGIN
     for _, label, color in STAGES:
+        width = int(draw.textlength(label, font=small)) + 34
+        if x + width > WIDTH - MARGIN:  # the legend goes on in a second row
+            x, y = MARGIN, y + 24
         draw.rectangle([x, y + 3, x + 14, y + 17], fill=color)
         draw.text((x + 20, y + 2), label, fill="black", font=small)
-        x += int(draw.textlength(label, font=small)) + 34
+        x += width
     return y + 30
 
 

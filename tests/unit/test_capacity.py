@@ -12,19 +12,19 @@ import pytest
 from paddlex_npu.cli import perf as cli_capacity
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.perf.benchmark import BenchmarkReport
-from paddlex_npu.perf.capacity import HOSTS, PageCost, check, mva, page_cost, predict, predict_host
+from paddlex_npu.perf.capacity import HOSTS, PageCost, check, page_cost, predict, predict_host, throughput
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RECORDED = sorted(DATA.glob("benchmark-*.json"))
 
 
-def test_mva_meets_its_limits():
+def test_throughput_meets_its_limits():
     cpu, dev = 17.0, 6.6
-    assert mva(1, cpu, 2, dev) == pytest.approx(1 / (cpu + dev))  # one page in flight: no overlap
-    rates = [mva(k, cpu, 2, dev) for k in range(1, 40)]
+    assert throughput(1, cpu, 2, dev) == pytest.approx(1 / (cpu + dev))  # one page in flight: no overlap
+    rates = [throughput(k, cpu, 2, dev) for k in range(1, 40)]
     assert all(b >= a for a, b in zip(rates, rates[1:]))  # more workers never hurt
     assert rates[-1] == pytest.approx(2 / cpu, rel=0.02)  # the cores' bound, approached from below
-    assert mva(40, 1.0, 8, 5.0) == pytest.approx(1 / 5.0, rel=0.01)  # the device's bound
+    assert throughput(40, 1.0, 8, 5.0) == pytest.approx(1 / 5.0, rel=0.01)  # the device's bound
     assert all(r <= min(2 / cpu, 1 / dev) + 1e-12 for r in rates)
 
 

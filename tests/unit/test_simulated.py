@@ -149,14 +149,29 @@ def test_a_replayed_call_on_a_large_input_holds_the_gil_from_entry_to_return(tmp
 
 
 def test_replayed_outputs_are_private_copies_on_write(tmp_path):
+    """A replay maps the stored outputs copy-on-write: a pipeline that writes into one changes nothing for the
+    next replay, and a mapping freed unwritten serves the next replay of the same input again."""
+    import gc
+
     sim = session(tmp_path)
     f = feeds(5)
-    first = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    first = [o.copy() for o in sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])]
     again = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
     assert again[0].flags.writeable
     again[0][...] = -1.0  # the pipeline may write into an output
+    del again
+    gc.collect()
+    reused = sim.store.reused
     third = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
     np.testing.assert_array_equal(third[0], first[0])
+    assert sim.store.reused == reused  # the written mapping was not given back
+    np.testing.assert_array_equal(third[1], first[1])  # read only
+    del third
+    gc.collect()
+    fourth = sim.infer(f, mode="dymshape", custom_sizes=[10000, 1000])
+    assert sim.store.reused == reused + 1  # the untouched one was
+    for g, w in zip(fourth, first):
+        np.testing.assert_array_equal(g, w)
 
 
 CHILD = textwrap.dedent(
@@ -245,3 +260,16 @@ def test_the_store_keeps_a_bounded_number_of_files_open(tmp_path):
         simulated.ReplayStore(tmp_path / "store").get(next(iter(outs)), 3)
     store.close()
     assert not store._open
+
+
+def test_the_digest_is_xxh3_128_of_names_dtypes_shapes_and_bytes():
+    """The GIL-holding C path computes the same XXH3-128 as the xxhash package's own API."""
+    import xxhash
+
+    feed = {"x": np.random.default_rng(7).random((2, 3, 64, 96), dtype=np.float32), "a": np.arange(4, dtype=np.int32)}
+    h = xxhash.xxh3_128()
+    for name, arr in feed.items():
+        h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
+        h.update(memoryview(arr).cast("B"))
+    assert simulated.feed_digest(feed) == h.hexdigest()
+    assert simulated.feed_digest({"x": feed["x"][:, :, ::2]}) != simulated.feed_digest({"x": feed["x"]})
