@@ -683,9 +683,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     from .serve import http
 
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="(default 8080)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes per device (requests in flight; default 1)")
     p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1 (default npu:0)")
     p.add_argument(
         "--runtime",
