@@ -129,6 +129,7 @@ def _summary(name: str, results: List[Tuple[int, float]], extra: Dict) -> None:
                 "by_status": by_status,
                 "ok_p50_ms": round(1000 * statistics.median(ok), 1) if ok else None,
                 "ok_p95_ms": round(1000 * q[-1], 1) if ok else None,
+                "all_p50_ms": round(1000 * statistics.median(t for _, t in results), 1) if results else None,
                 **extra,
             }
         ),

@@ -285,6 +285,10 @@ class WorkerPool:
             if not any(w for w in self._workers):
                 raise PoolClosedError(f"every worker died and none could be restarted: {self._last_error}")
             idle = sum(1 for w in self._workers if w.ready and w.job is None)
+            if len(self._queue) >= self.max_queue + idle:  # first free the places of requests cancelled meanwhile
+                kept = collections.deque(j for j in self._queue if j.attempts or not j.future.cancelled())
+                self.counters.dropped += len(self._queue) - len(kept)
+                self._queue = kept
             if len(self._queue) >= self.max_queue + idle:
                 self.counters.refused += 1
                 raise QueueFullError(

@@ -66,6 +66,8 @@ class _State:
     in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     pool: Optional[WorkerPool] = None
+    capacity: Optional[int] = None  # POSTs admitted at once (workers + --max-queue); 503 + Retry-After beyond
+    admitted: int = 0
 
 
 def _error_body(status: int, message: str) -> bytes:
@@ -131,6 +133,28 @@ class _Guard:
         if self.state.draining:
             return await _answer(send, 503, "the server is shutting down; retry on another server", close=True)
         headers = dict(scope.get("headers") or [])
+        admitted = scope["method"] == "POST"
+        if admitted:
+            with self.state.lock:  # admission before the body is read or decoded: memory stays bounded
+                full = self.state.capacity is not None and self.state.admitted >= self.state.capacity
+                self.state.admitted += 0 if full else 1
+            if full:
+                status, message, extra = error_answer(
+                    QueueFullError(
+                        f"{self.state.capacity} requests are already running or waiting (the server's workers plus "
+                        "its --max-queue): retry later or on another server"
+                    )
+                )
+                return await _answer(send, status, message, headers=extra)
+        try:
+            await self._admitted(scope, receive, send, headers)
+        finally:
+            if admitted:
+                with self.state.lock:
+                    self.state.admitted -= 1
+
+    async def _admitted(self, scope: Dict[str, Any], receive: Callable, send: Callable, headers: Dict) -> None:
+        path = scope.get("path", "")
         if scope["method"] == "POST":
             ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
             if ctype != b"application/json":
@@ -413,7 +437,7 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
             _body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
         )
 
-    state = _State(pool=pool)
+    state = _State(pool=pool, capacity=pool.size + options.max_queue)
     app.state.npu_serving = state
     paths = [r.path for r in app.router.routes if hasattr(r, "path")]
     return observe.ObservedApp(_Guard(app, state, options.max_body_bytes), paths), state
