@@ -120,3 +120,31 @@ def http_status(exc: BaseException) -> Tuple[int, str]:
 class ExecutorError(PaddlexNpuError, RuntimeError):
     """The parallel executor cannot go on: its workers did not start, or all of them died and none could be
     restarted."""
+
+
+class WorkerCrashedError(PaddlexNpuError, RuntimeError):
+    """The worker running the request died (crash, killed, out of memory); it has been replaced. Retry."""
+
+    category = "device"
+
+
+class RequestTimeoutError(PaddlexNpuError, TimeoutError):
+    """The request ran longer than the server's per-request timeout; its worker was replaced."""
+
+    category = "timeout"
+
+
+class QueueFullError(PaddlexNpuError, RuntimeError):
+    """Too many requests are waiting for a worker; retry later or on another server."""
+
+    category = "overload"
+
+
+class PoolClosedError(PaddlexNpuError, RuntimeError):
+    """The pool is shutting down (or has lost every worker) and takes no more requests."""
+
+    category = "device"
+
+
+class WorkerStartError(ExecutorError):
+    """A worker could not load its pipeline; the message ends with the worker's own error (its last line)."""

@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
-from ..errors import ExecutorError, PaddlexNpuError
+from ..errors import (
+    PoolClosedError,
+    QueueFullError,
+    RequestTimeoutError,
+    WorkerCrashedError,
+    WorkerStartError,
+)
 from ..log import logger
 from .worker import Done, Fatal, Ready, Task, WorkerSpec, worker_main
 
@@ -64,34 +70,6 @@ class RestartBudget:
         """Restarts within the current window."""
         self._expire()
         return len(self._times)
-
-
-class WorkerCrashedError(PaddlexNpuError, RuntimeError):
-    """The worker running the request died (crash, killed, out of memory); it has been replaced. Retry."""
-
-    category = "device"
-
-
-class RequestTimeoutError(PaddlexNpuError, TimeoutError):
-    """The request ran longer than the server's per-request timeout; its worker was replaced."""
-
-    category = "timeout"
-
-
-class QueueFullError(PaddlexNpuError, RuntimeError):
-    """Too many requests are waiting for a worker; retry later or on another server."""
-
-    category = "overload"
-
-
-class PoolClosedError(PaddlexNpuError, RuntimeError):
-    """The pool is shutting down (or has lost every worker) and takes no more requests."""
-
-    category = "device"
-
-
-class WorkerStartError(ExecutorError):
-    """A worker could not load its pipeline; the message ends with the worker's own error (its last line)."""
 
 
 @dataclass

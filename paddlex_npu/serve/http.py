@@ -18,16 +18,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import PaddlexNpuError, category_of
-from ..errors import http_status as category_status
-from ..executor.pool import (
+from ..errors import (
+    PaddlexNpuError,
     PoolClosedError,
     QueueFullError,
     RequestTimeoutError,
-    RestartBudget,
     WorkerCrashedError,
-    WorkerPool,
+    category_of,
 )
+from ..errors import http_status as category_status
+from ..executor.pool import RestartBudget, WorkerPool
 from ..log import logger
 from . import images as pixel_guard
 from . import metrics, observe
