@@ -189,4 +189,6 @@ def test_every_error_class_is_in_errors_py():
                 bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
                 if any(b.endswith(("Error", "Exception")) for b in bases):
                     strays.append(f"{name}.{node.name}")
+    # Also one of PaddleX's own exception classes, which errors.py (no PaddleX) cannot import.
+    strays = [s for s in strays if s != "paddlex_npu.paddlex.paddlex_34.UnknownModelError"]
     assert not strays, f"move these to paddlex_npu/errors.py: {strays}"
