@@ -98,7 +98,7 @@ def actor_env(environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
 def _init_ray(address: Optional[str], command: str) -> None:
     from ..deps import require
 
-    ray = require("ray", f"paddlex-npu {command}")
+    ray = require("ray", f"{command} (Ray Data, Ray Serve)")
     ray.init(address=address, log_to_driver=True)
 
 
