@@ -368,13 +368,16 @@ def run_benchmark(
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
-    serial = create_on_device(pipeline, 0, create_kwargs)  # a pipeline that does not load fails the run: no route
+    serial = None
     try:
+        serial = create_on_device(pipeline, 0, create_kwargs)
         report.routes.append(_in_process(SERIAL, "om", serial, inputs, repeat, progress, report.models))
-    except Exception as exc:
+    except Exception as exc:  # e.g. runtime ais_bench without an NPU: the CPU engines' routes still run
         report.skipped[SERIAL] = _why(exc)
+        progress(SERIAL, repeat * len(inputs))
     finally:
-        _close(serial)
+        if serial is not None:
+            _close(serial)
     for k in workers:
         route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
         try:
