@@ -581,6 +581,9 @@ def _cmd_benchmark(args: argparse.Namespace) -> int:
         report = _run_benchmark_with_progress(args, config, paths, cpu)
     except PaddlexNpuError as exc:  # a model folder or input that is wrong, a route that cannot run here
         return _fail("benchmark", exc)
+    if not report.routes:
+        reasons = "; ".join(f"{route}: {why}" for route, why in report.skipped.items())
+        return _fail("benchmark", RuntimeError(f"no route could run here ({reasons})"))
     _print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report.as_dict(), indent=2))

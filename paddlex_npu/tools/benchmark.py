@@ -268,7 +268,10 @@ def _executor(
 
 def _why(exc: BaseException) -> str:
     """A route's failure in one line for ``skipped``: the exception's type and first line, and where."""
-    first = (str(exc).strip().splitlines() or [""])[0]
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:  # e.g. a worker's traceback follows: its last line is the cause
+        first = f"{first} {lines[-1]}"
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
     return f"{type(exc).__name__}: {first}{at}"
