@@ -238,6 +238,9 @@ def run_benchmark_command(args: argparse.Namespace) -> int:
         report = _run_benchmark_with_progress(args, config, paths, cpu)
     except PaddlexNpuError as exc:  # a model folder or input that is wrong, a route that cannot run here
         return fail("benchmark", exc)
+    if not report.routes:
+        reasons = "; ".join(f"{route}: {why}" for route, why in report.skipped.items())
+        return fail("benchmark", RuntimeError(f"no route could run here ({reasons})"))
     _print_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report.as_dict(), indent=2))

@@ -269,7 +269,10 @@ def _executor(
 
 def _why(exc: BaseException) -> str:
     """A route's failure in one line for ``skipped``: the exception's type and first line, and where."""
-    first = (str(exc).strip().splitlines() or [""])[0]
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:  # e.g. a worker's traceback follows: its last line is the cause
+        first = f"{first} {lines[-1]}"
     where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
     return f"{type(exc).__name__}: {first}{at}"
@@ -369,13 +372,16 @@ def run_benchmark(
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
-    serial = create_on_device(pipeline, 0, create_kwargs)  # a pipeline that does not load fails the run: no route
+    serial = None
     try:
+        serial = create_on_device(pipeline, 0, create_kwargs)
         report.routes.append(_in_process(SERIAL, "om", serial, inputs, repeat, progress, report.models))
-    except Exception as exc:
+    except Exception as exc:  # e.g. runtime ais_bench without an NPU: the CPU engines' routes still run
         report.skipped[SERIAL] = _why(exc)
+        progress(SERIAL, repeat * len(inputs))
     finally:
-        _close(serial)
+        if serial is not None:
+            _close(serial)
     for k in workers:
         route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
         try:

@@ -82,7 +82,7 @@ def _device_text(report: BenchmarkReport) -> str:
 
 def header_text(report: BenchmarkReport) -> List[str]:
     """The chart's header lines: what ran, on what, how the device time is made, the bound."""
-    models = ", ".join(sorted(report.models)) or "see the JSON"
+    models = ", ".join(sorted(report.models)) or "not recorded (only the simulated device records them)"
     load = "/".join(f"{x:.1f}" for x in report.load_average)
     bound = report.bound()
     s = report.serial

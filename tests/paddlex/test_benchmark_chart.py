@@ -53,6 +53,10 @@ def test_skipped_routes_are_drawn_with_their_reason_and_a_missing_serial_does_no
     assert report.skipped["NPU executor, 2 workers"].startswith(
         "RuntimeError: workers could not start: no /dev/shm (at"
     )
+    try:
+        raise RuntimeError("a worker could not create the pipeline:\nTraceback ...\n  File x\nValueError: no model")
+    except RuntimeError as exc:
+        assert _why(exc).startswith("RuntimeError: a worker could not create the pipeline: ValueError: no model (at")
     image = render(report)
     assert image.size[0] == 1100 and image.size[1] > 500
     report.routes = [r for r in report.routes if r.route != SERIAL]
