@@ -92,7 +92,7 @@ def error_answer(exc: BaseException) -> Tuple[int, str, list]:
     if isinstance(exc, (QueueFullError, PoolClosedError, WorkerCrashedError)):
         return 503, f"{type(exc).__name__}: {exc}", retry
     if isinstance(exc, RequestTimeoutError):
-        return 504, f"{type(exc).__name__}: {exc}", []
+        return 504, f"{type(exc).__name__}: {exc} (the server's --request-timeout); its worker was replaced", []
     status, message = category_status(exc)
     return status, message, retry if status == 503 else []
 
