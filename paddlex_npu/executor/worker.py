@@ -5,10 +5,9 @@ not load) and :class:`Done` (one per task, in order)."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
-import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -105,24 +104,25 @@ def _run_one(
     return ok, payload, timing
 
 
-def _die_with_parent() -> None:
-    """Linux: get SIGTERM when the parent dies (even by ``kill -9``), so that no worker outlives it."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the parent died before the call above: nothing would signal us
-        os._exit(0)
+def _die_with_parent(parent: int, every: float = 1.0) -> None:
+    """Exit when the parent process is gone (even after ``kill -9``), so that no worker outlives it. A thread that
+    watches ``getppid`` rather than ``PR_SET_PDEATHSIG``, which fires when the parent *thread* that started the
+    worker ends (the pool starts workers from its own threads)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="paddlex-npu-parent-watch", daemon=True).start()
 
 
 def worker_main(conn: Any, spec: WorkerSpec) -> None:
     """Entry point of a worker process. Ctrl-C is the parent's to handle: the worker ignores SIGINT and is
     stopped by the parent (``None``, or SIGTERM)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
+    _die_with_parent(os.getppid())
     os.environ.update(spec.env)
     try:
         configure_from_environment()  # log as the program that started us (the CLI); nothing if none configured

@@ -285,7 +285,7 @@ def serve_server(pipeline_yaml: Path, workers: int, env: Dict[str, str]) -> Serv
     """``paddlex-npu serve`` with ``workers`` processes on npu:0 (``env``: the whole environment)."""
     port = free_port()
     argv = [sys.executable, "-m", "paddlex_npu.cli", "serve", str(pipeline_yaml), "--port", str(port)]
-    return Server(f"serve K={workers}", argv + ["--workers", str(workers)], env, port, "/health", "paddlex")
+    return Server(f"serve K={workers}", argv + ["--workers", str(workers)], env, port, "/ready", "paddlex")
 
 
 def paddlex_server(pipeline_yaml: Path, env: Dict[str, str]) -> Server:

@@ -93,7 +93,7 @@ def error_answer(exc: BaseException) -> Tuple[int, str, list]:
     if isinstance(exc, (QueueFullError, PoolClosedError, WorkerCrashedError)):
         return 503, f"{type(exc).__name__}: {exc}", retry
     if isinstance(exc, RequestTimeoutError):
-        return 504, f"{type(exc).__name__}: {exc}", []
+        return 504, f"{type(exc).__name__}: {exc} (the server's --request-timeout); its worker was replaced", []
     status, message = category_status(exc)
     return status, message, retry if status == 503 else []
 
@@ -132,6 +132,9 @@ class _Guard:
             return await self._probe(path, send)
         if self.state.draining:
             return await _answer(send, 503, "the server is shutting down; retry on another server", close=True)
+        if self.state.pool is None and self.state.capacity is not None:
+            retry = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
+            return await _answer(send, 503, "the server is starting: its workers load the pipeline", headers=retry)
         headers = dict(scope.get("headers") or [])
         admitted = scope["method"] == "POST"
         if admitted:
@@ -451,15 +454,15 @@ def _dotted(loc: Any) -> str:
     return out
 
 
-def start_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> WorkerPool:
-    """The server's worker pool, started: returns when every worker has loaded the pipeline (else raises
-    :class:`~..executor.pool.WorkerStartError` ending with the worker's own error)."""
+def make_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> WorkerPool:
+    """The server's worker pool, not started; the YAML's model packages are checked first
+    (:class:`~..errors.ModelFileError` naming the SubModule, model and folder)."""
     check_packages(pipeline_config)
     budget = RestartBudget(
         options.restart_limit if options.restart_limit is not None else 2 * options.workers * len(options.devices),
         options.restart_window,
     )
-    pool = create_pool(
+    return create_pool(
         pipeline_config,
         options.devices,
         options.workers,
@@ -468,22 +471,24 @@ def start_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> Worker
         timeout=options.request_timeout,
         restarts=budget,
     )
-    pool.start()
-    return pool
 
 
 def serve(
     pipeline_config: Dict[str, Any], options: ServeOptions, on_ready: Optional[Callable[[str], None]] = None
 ) -> None:
-    """Start the workers (each builds the pipeline once), then serve until SIGINT/SIGTERM; at shutdown, answer
-    503 for ``shutdown_grace`` seconds and until the requests in flight are answered, then stop the workers and
-    return (the CLI exits 0)."""
+    """Serve until SIGINT/SIGTERM. The port opens at once (``/health`` 200, ``/ready`` and requests 503 while the
+    workers load their pipeline); ``on_ready(url)`` once every worker is loaded. A worker that cannot load stops
+    the server: its :class:`~..executor.pool.WorkerStartError` (ending with the worker's own error) is raised.
+    At shutdown, answer 503 for ``shutdown_grace`` seconds and until the requests in flight are answered, then
+    stop the workers and return (the CLI exits 0)."""
     import uvicorn
 
     store = metrics.start(options.devices, options.workers)  # before the workers: they inherit its folder
-    pool = start_pool(pipeline_config, options)
+    pool = make_pool(pipeline_config, options)
+    failed: list = []
     try:
         app, state = create_app(pipeline_config, pool, options)
+        state.pool = None  # starting: /ready 503 until the workers are loaded
 
         class DrainingServer(uvicorn.Server):
             def handle_exit(self, sig: int, frame: Any) -> None:
@@ -513,9 +518,22 @@ def serve(
             timeout_graceful_shutdown=5,
         )
         server = DrainingServer(config)
-        if on_ready:
-            on_ready(f"http://{options.host}:{options.port}")
+
+        def start_workers() -> None:
+            try:
+                pool.start()
+            except BaseException as exc:  # the worker's error: the server stops and raises it
+                failed.append(exc)
+                server.should_exit = True
+                return
+            state.pool = pool
+            if on_ready:
+                on_ready(f"http://{options.host}:{options.port}")
+
+        threading.Thread(target=start_workers, name="paddlex-npu-start", daemon=True).start()
         server.run()
     finally:
         pool.close()
         metrics.stop(store)
+    if failed and not state.draining:
+        raise failed[0]

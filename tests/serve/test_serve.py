@@ -43,6 +43,14 @@ def _health(url) -> bool:
         return r.status == 200
 
 
+def _ready(url) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/ready", timeout=5) as r:
+            return r.status == 200
+    except urllib.error.HTTPError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def server(pipeline_yaml, tmp_path):
     (port,) = free_ports(1)
@@ -52,7 +60,7 @@ def server(pipeline_yaml, tmp_path):
     cmd += ["--workers", "2", "--max-image-pixels", "4000000", "--max-body-mb", "8", "--shutdown-grace", "3"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
-    why = wait_until(lambda: _health(url), proc, 240, log)
+    why = wait_until(lambda: _ready(url), proc, 240, log)
     assert why is None, why
     try:
         yield {"url": url, "proc": proc, "log": log}

@@ -358,7 +358,7 @@ def test_a_request_over_the_timeout_gets_504_and_its_worker_is_replaced(pipeline
     try:
         workers = _workers(s)
         status, ans, _ = _post(s, _ocr_body(images["page"]))
-        assert status == 504 and "timeout" in ans["errorMsg"], ans
+        assert status == 504 and "--request-timeout" in ans["errorMsg"], ans
         assert _until(lambda: _workers(s) and _workers(s) != workers, 10)
         assert _until(lambda: _get(s, "/ready")[0] == 200, BOUND_S, 0.5)
     finally:
@@ -382,10 +382,27 @@ def test_a_worker_that_cannot_load_stops_the_server_naming_its_error(pipeline_ya
     assert "BrokenProcessPool" not in text
 
 
-def test_sigterm_after_a_clean_drain_exits_0_without_leaks(pipeline_yaml, tmp, images):
-    s = _start(pipeline_yaml, tmp / "drain.log", "--workers", "2")
-    assert _post(s, _ocr_body(images["english"]))[0] == 200
-    s["proc"].send_signal(signal.SIGTERM)
+def test_ready_follows_start_up_and_drain_and_sigterm_exits_0_without_leaks(pipeline_yaml, tmp, images):
+    """The port opens while the workers load: /health 200 and /ready 503 (requests 503 + Retry-After), then
+    /ready 200; after SIGTERM, with a request in flight, /ready 503 until the server exits 0."""
+    s = _start(pipeline_yaml, tmp / "drain.log", "--workers", "2", "--shutdown-grace", "2", wait=False)
+    seen = []
+
+    def probe() -> bool:
+        try:
+            seen.append((_get(s, "/health")[0], _get(s, "/ready")[0]))
+        except OSError:  # the port is not open yet
+            return False
+        return seen[-1] == (200, 200)
+
+    assert _until(probe, 240, 0.05), (seen[-5:], s["log"].read_text()[-2000:])
+    assert (200, 503) in seen, seen[:5]  # alive, not ready, while loading
+    with ThreadPoolExecutor(1) as pool:
+        inflight = pool.submit(_post, s, _ocr_body(images["page"]))
+        time.sleep(0.2)
+        s["proc"].send_signal(signal.SIGTERM)
+        assert _until(lambda: _get(s, "/ready")[0] == 503, 5, 0.05)
+        assert inflight.result(BOUND_S)[0] == 200
     assert s["proc"].wait(60) == 0
     text = s["log"].read_text()
     assert "leaked semaphore" not in text and "Traceback" not in text, text[-2000:]
