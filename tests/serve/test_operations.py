@@ -63,9 +63,13 @@ def total(samples, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items())
 
 
-def _health(url: str) -> bool:
-    with urllib.request.urlopen(url + "/health", timeout=5) as r:
-        return r.status == 200
+def _ready(url: str) -> bool:
+    """``/ready`` 200: every worker has loaded its pipeline (``/health`` is 200 while they load)."""
+    try:
+        with urllib.request.urlopen(url + "/ready", timeout=5) as r:
+            return r.status == 200
+    except urllib.error.HTTPError:
+        return False
 
 
 def _workers(pid: int) -> Dict[int, str]:
@@ -91,7 +95,7 @@ def server(pipeline_yaml, tmp_path_factory):
     cmd += ["--workers", "2", "--max-image-pixels", "4000000", "--log-format", "json"]
     with open(out_log, "wb") as out, open(err_log, "wb") as err:
         proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=err)
-    why = wait_until(lambda: _health(url), proc, 240, err_log)
+    why = wait_until(lambda: _ready(url), proc, 240, err_log)
     assert why is None, why
     try:
         yield {"url": url, "proc": proc, "stderr": err_log, "workers": _workers(proc.pid)}
