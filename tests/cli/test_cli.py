@@ -115,11 +115,15 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
 def test_serve_takes_every_runtime_of_the_route(tmp_path, monkeypatch):
     """``--runtime simulated`` (what ``benchmark --serve`` runs on) reaches the workers' backend_config, which
     takes it; the server itself is not started here."""
+    import importlib.util
+
     from paddlex_npu import cli
     from paddlex_npu.config import OMBackendConfig, validate
     from paddlex_npu.paddlex.pipelines import hpi_config
     from paddlex_npu.serve import http
 
+    if not all(importlib.util.find_spec(m) for m in ("fastapi", "uvicorn")):
+        pytest.skip("serve needs the serving extra (requirements/serving.txt; .venv only)")
     seen = []
     monkeypatch.setattr(http, "serve", lambda config, options, on_ready=None: seen.append(options.runtime))
     pipeline = tmp_path / "ocr.yaml"
