@@ -186,6 +186,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=20)
     p.add_argument("--client-timeout", type=float, default=1.0)
     p.add_argument("--scenarios", default="abandon,kill,bombs")
+    p.add_argument("--max-queue", type=int, help="the server's --max-queue (default: its own)")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="paddlex-npu-serve-faults-"))
     root = assets.build_model_folders()
@@ -200,8 +201,9 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()} (shared with other work)", flush=True)
     scenarios = args.scenarios.split(",")
 
+    queue = ["--max-queue", str(args.max_queue)] if args.max_queue is not None else []
     if "abandon" in scenarios:
-        s = Server(pipeline, work, args.workers, args.runtime)
+        s = Server(pipeline, work, args.workers, args.runtime, *queue)
         base = s.peak
         results = _load(s, body, args.clients, args.seconds, args.client_timeout)
         t0 = time.monotonic()
@@ -215,6 +217,7 @@ def main() -> None:
             results,
             {
                 "clients": args.clients,
+                "max_queue": args.max_queue,
                 "answered_in_time": answered_in_time,
                 "rss_mib_idle": round(base),
                 "rss_mib_peak": round(peak),
