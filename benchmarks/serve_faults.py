@@ -120,7 +120,7 @@ def _summary(name: str, results: List[Tuple[int, float]], extra: Dict) -> None:
     by_status: Dict[str, int] = {}
     for s, _ in results:
         by_status[str(s) if s > 0 else "client-timeout"] = by_status.get(str(s) if s > 0 else "client-timeout", 0) + 1
-    q = statistics.quantiles(ok, n=20) if len(ok) >= 20 else ok
+    q = statistics.quantiles(ok, n=20) if len(ok) >= 20 else sorted(ok)
     print(
         json.dumps(
             {
