@@ -120,7 +120,7 @@ def _summary(name: str, results: List[Tuple[int, float]], extra: Dict) -> None:
     by_status: Dict[str, int] = {}
     for s, _ in results:
         by_status[str(s) if s > 0 else "client-timeout"] = by_status.get(str(s) if s > 0 else "client-timeout", 0) + 1
-    q = statistics.quantiles(ok, n=20) if len(ok) >= 20 else ok
+    q = statistics.quantiles(ok, n=20) if len(ok) >= 20 else sorted(ok)
     print(
         json.dumps(
             {
@@ -230,14 +230,18 @@ def main() -> None:
 
     if "kill" in scenarios:
         s = Server(pipeline, work, args.workers, args.runtime)
-        victim = [k for k in _children(s.proc.pid) if b"spawn_main" in open(f"/proc/{k}/cmdline", "rb").read()][0]
+        victim = next(k for k in _children(s.proc.pid) if b"spawn_main" in open(f"/proc/{k}/cmdline", "rb").read())
         killed_at: List[float] = []
 
         def kill() -> None:
             os.kill(victim, signal.SIGKILL)
             killed_at.append(time.monotonic())
 
-        results = _load(s, body, 8, args.seconds, 120, at=kill)
+        try:
+            results = _load(s, body, 8, args.seconds, 120, at=kill)
+        except BaseException:
+            s.stop()
+            raise
         end = time.monotonic() + 120
         while s.get("/ready")[0] != 200 and time.monotonic() < end:
             time.sleep(0.2)

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
 
@@ -134,7 +134,6 @@ class _Counters:
     retried: int = 0
     dropped: int = 0  # cancelled before reaching a worker
     refused: int = 0  # queue full
-    extra: Dict[str, int] = field(default_factory=dict)
 
 
 class WorkerPool:

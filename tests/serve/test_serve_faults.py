@@ -217,7 +217,6 @@ def test_requests_whose_client_left_never_reach_a_worker(server, images):
         assert all(b.result(BOUND_S)[0] == 200 for b in busy)
     assert status == 200
     assert waited < 3 * one + 1.0, (waited, one)  # 4 abandoned pages would be 2 more page times per worker
-    assert "dropped" in server["log"].read_text() or waited < 3 * one + 1.0
 
 
 def test_clients_that_time_out_and_resend_leave_memory_bounded(server, images):
