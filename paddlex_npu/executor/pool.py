@@ -362,7 +362,8 @@ class WorkerPool:
                 continue
             while self._queue:
                 job = self._queue.popleft()
-                if job.attempts == 0 and not job.future.set_running_or_notify_cancel():
+                # A job put back after a failed send is already running: set_running once only (twice raises).
+                if not job.future.running() and not job.future.set_running_or_notify_cancel():
                     self.counters.dropped += 1  # the client went away while it waited
                     continue
                 job.attempts += 1
