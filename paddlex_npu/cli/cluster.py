@@ -19,15 +19,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from .common import Command, add_commands
+from .common import Command, add_commands, fail, positive_int
 
 RUNTIMES = ("ais_bench", "reference", "simulated")
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
-
-
-def _fail(command: str, exc: BaseException) -> int:
-    print(f"paddlex-npu {command}: {exc}", file=sys.stderr)
-    return 1
 
 
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
@@ -45,23 +40,13 @@ def _ray_failure(exc: BaseException) -> str:
     return f"{name}: {message} (raised on the cluster; Ray's whole report: the worker logs, `ray logs`)"
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
-
-
 def _npus(text: str) -> Any:
     """``N`` (a fixed pool) or ``MIN-MAX`` (an autoscaling pool) of NPU actors."""
     lo, sep, hi = text.partition("-")
     try:
         if not sep:
-            return _positive(text)
-        pair = (_positive(lo), _positive(hi))
+            return positive_int(text)
+        pair = (positive_int(lo), positive_int(hi))
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"--npus: give N or MIN-MAX (whole numbers >= 1), got {text!r}") from None
     if pair[0] > pair[1]:
@@ -173,11 +158,11 @@ def _cmd_ray_ocr(args: argparse.Namespace) -> int:
             flush=True,
         )
     except (PaddlexNpuError, ValueError, OSError) as exc:
-        return _fail("ray-ocr", exc)
+        return fail("ray-ocr", exc)
     except Exception as exc:  # Ray's errors from the cluster; anything else is a bug: raised
         if not _is_ray_error(exc):
             raise
-        return _fail("ray-ocr", _ray_failure(exc))
+        return fail("ray-ocr", _ray_failure(exc))
     return 0
 
 
@@ -193,7 +178,7 @@ def _ray_ocr_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", help="the Ray cluster (ray start's address, or auto); default: a local Ray")
     p.add_argument("--pipeline", default="OCR", help="PaddleX pipeline name or YAML (model_dir: OM packages)")
     p.add_argument("--npus", type=_npus, default=1, help="NPU actors, one NPU each: N, or MIN-MAX to autoscale")
-    p.add_argument("--batch-size", type=_positive, default=4, help="inputs per Ray Data batch")
+    p.add_argument("--batch-size", type=positive_int, default=4, help="inputs per Ray Data batch")
     p.add_argument(
         "--decode",
         choices=("tasks", "actor"),
@@ -241,9 +226,9 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
         serve.delete(args.name)
         print("paddlex-npu ray-serve: stopped", flush=True)
     except (PaddlexNpuError, ValueError, OSError) as exc:
-        return _fail("ray-serve", exc)
+        return fail("ray-serve", exc)
     except RuntimeError as exc:  # Serve's "Deploying application ... failed": the replica's error follows
-        return _fail("ray-serve", _ray_failure(exc))
+        return fail("ray-serve", _ray_failure(exc))
     return 0
 
 
@@ -254,13 +239,13 @@ def _ray_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--name", default="paddlex-npu", help="the Serve application's name")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--replicas", type=_positive, help="a fixed number of replicas (default 1)")
+    group.add_argument("--replicas", type=positive_int, help="a fixed number of replicas (default 1)")
     group.add_argument(
         "--autoscaling",
         type=_json_object,
         help='Serve\'s autoscaling_config as JSON, e.g. \'{"min_replicas": 1, "max_replicas": 8}\'',
     )
-    p.add_argument("--max-ongoing-requests", type=_positive, default=4, help="requests queued per replica")
+    p.add_argument("--max-ongoing-requests", type=positive_int, default=4, help="requests queued per replica")
     p.add_argument("--runtime", choices=RUNTIMES, help="backend_config runtime of the replicas")
     p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above)")
     p.add_argument("--max-image-pixels", type=int, default=40_000_000, help="largest decoded image (422 above)")
