@@ -327,13 +327,16 @@ def capacity_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers-per-npu", type=int, help="executor workers per NPU (default: the best)")
     p.add_argument("--serving-ms", type=float, default=0.0, help="CPU ms per request of an HTTP front (default 0)")
     p.add_argument("--front-processes", type=int, default=1, help="HTTP front processes (default 1)")
+    p.add_argument(
+        "--contention", type=float, default=None, help="extra CPU per page with every core busy (default 0.14)"
+    )
     p.add_argument("--json", type=Path, help="write the predictions here")
 
 
 def run_capacity(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..perf.benchmark import BenchmarkReport
-    from ..perf.capacity import check, format_prediction, hosts_table, page_cost, predict
+    from ..perf.capacity import CONTENTION, check, format_prediction, hosts_table, page_cost, predict
 
     try:
         data = json.loads(args.report.read_text())
@@ -351,6 +354,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     if (args.cores is None) != (args.npus is None):
         print("paddlex-npu capacity: give --cores and --npus together (e.g. --cores 32 --npus 4)", file=sys.stderr)
         return 2
+    contention = CONTENTION if args.contention is None else args.contention
     try:
         cost = page_cost(report, args.serving_ms)
         if args.cores is not None:
@@ -363,11 +367,12 @@ def run_capacity(args: argparse.Namespace) -> int:
                     cpu_speed=args.cpu_speed,
                     workers_per_npu=args.workers_per_npu,
                     front_processes=args.front_processes,
+                    contention=contention,
                 )
             ]
         else:
-            predictions = hosts_table(cost)
-        checks = check(report, cost)
+            predictions = hosts_table(cost, contention=contention)
+        checks = check(report, cost, contention)
     except ConfigError as exc:
         print(f"paddlex-npu capacity: {exc}", file=sys.stderr)
         return 1

@@ -13,10 +13,11 @@ What a page costs, from the benchmark's NPU serial route:
 
 The model: each NPU with its K workers is a closed queueing network of K pages in flight, a host CPU of
 ``cores / npus`` processors shared by processor sharing (as the OS shares cores between busy processes) and
-one device served in turn; its exact product-form solution gives the throughput (:func:`throughput`). A worker is either
-on the CPU or waiting for its device call (which holds the GIL and no core). The planner tries K = 1.. and
-keeps the smallest K within 3% of the best (each worker holds a pipeline in memory). The bottleneck is the
-resource most used at that point.
+one device served in turn; its exact product-form solution gives the throughput (:func:`throughput`). A page
+costs more CPU as the cores fill (``contention``: +14% with every core busy, measured on the development VM).
+A worker is either on the CPU or waiting for its device call (which holds the GIL and no core). The planner
+tries K = 1.. and keeps the smallest K within 3% of the best (each worker holds a pipeline in memory). The
+bottleneck is the resource most used at that point.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ DEVICES: Dict[str, Device] = {
         "assumed: FP16 peak 280 TFLOPS against the 310P3's 70 (Atlas 800I A2 data sheets), per-call time unchanged",
     ),
 }
+
+
+# CPU per page with every core busy / on an idle machine, minus 1: +12% to +16% on the 2-core development VM
+# (the executor routes' CPU per image against the serial route's in the runs of 2026-12-01 at load 1-4)
+CONTENTION = 0.14
 
 
 @dataclass(frozen=True)
@@ -131,20 +137,27 @@ def page_cost(report: BenchmarkReport, serving_ms: float = 0.0) -> PageCost:
     return PageCost(serial.host_ms, executor, base, elem, serving_ms, source=f"{report.input_desc} on {where}")
 
 
-def throughput(workers: int, cpu_ms: float, cores: float, device_ms: float) -> float:
+def throughput(workers: int, cpu_ms: float, cores: float, device_ms: float, contention: float = 0.0) -> float:
     """Throughput (pages/ms) of ``workers`` pages in flight over a processor-sharing CPU of ``cores``
-    processors (demand ``cpu_ms`` per page) and one device served in turn (demand ``device_ms``): the exact
-    product-form solution of this two-station closed network (as mean value analysis gives it, computed
-    from the state probabilities in logs, which stays stable at high load)."""
-    if device_ms <= 0:
-        return min(workers, cores) / cpu_ms
+    processors (demand ``cpu_ms`` per page on an otherwise idle CPU) and one device served in turn (demand
+    ``device_ms``): the exact product-form solution of this two-station closed network (as mean value
+    analysis gives it, computed from the state probabilities in logs, which stays stable at high load).
+    ``contention``: how much more CPU a page costs when every core is busy (shared caches and memory
+    bandwidth), growing linearly with the busy cores."""
     if cpu_ms <= 0:
-        return 1.0 / device_ms
+        return 1.0 / device_ms if device_ms > 0 else float("inf")
+
+    def rate(j: int) -> float:  # pages per cpu_ms with j pages on the CPU
+        busy = min(j, cores)
+        return busy / (1.0 + contention * (busy - 1.0) / max(cores - 1.0, 1.0))
+
+    if device_ms <= 0:
+        return rate(workers) / cpu_ms
     logs = []
     for at_device in range(workers + 1):
         at_cpu = workers - at_device
         w = at_device * math.log(device_ms) + at_cpu * math.log(cpu_ms)
-        w -= sum(math.log(min(j, cores)) for j in range(1, at_cpu + 1))
+        w -= sum(math.log(rate(j)) for j in range(1, at_cpu + 1))
         logs.append(w)
     top = max(logs)
     weights = [math.exp(w - top) for w in logs]
@@ -162,6 +175,7 @@ def predict(
     workers_per_npu: Optional[int] = None,
     front_processes: int = 1,
     host: str = "",
+    contention: float = CONTENTION,
 ) -> Prediction:
     """Pages/s of ``npus`` NPUs with ``workers_per_npu`` workers each (None: the best, up to 4 x cores per NPU)
     sharing ``cores`` host cores."""
@@ -179,7 +193,7 @@ def predict(
         ks = [workers_per_npu]
     else:
         ks = list(range(1, max(2, int(4 * share)) + 1))
-    rates = {k: npus * throughput(k, cpu, share, dev) * 1000.0 for k in ks}
+    rates = {k: npus * throughput(k, cpu, share, dev, contention) * 1000.0 for k in ks}
     best = max(rates.values())
     k = min(k for k, x in rates.items() if x >= 0.97 * best)  # more workers: more memory for ~nothing
     x = rates[k]
@@ -188,13 +202,17 @@ def predict(
         cap = front_processes * 1000.0 / (cost.serving_ms / cpu_speed)
         x = min(x, cap)
         serving_util = x / cap
-    utils = {"device": x * dev / 1000.0 / npus, "host CPU": x * cpu / 1000.0 / cores, "serving": serving_util}
+    cpu_use = x * cpu / 1000.0 / cores  # at an idle machine's cost per page; contention adds to it as cores fill
+    cpu_use = min(1.0, cpu_use * (1.0 + contention * cpu_use))
+    utils = {"device": x * dev / 1000.0 / npus, "host CPU": cpu_use, "serving": serving_util}
     assumptions = [
         f"page costs measured on {cost.source}",
         f"device {chip.name}: {chip.why}",
         f"host CPU {cpu:.2f} ms per page (pipeline {cost.host_ms:.2f} + executor {cost.executor_ms:.2f}"
         + (f" + serving {cost.serving_ms:.2f}" if cost.serving_ms else "")
         + f") / cpu speed {cpu_speed:g}",
+        f"CPU per page {100 * contention:.0f}% higher with every core busy (shared caches, memory bandwidth; "
+        "measured on the 2-core development VM)",
         "pages like the benchmark's (same sizes, same text density: device and CPU time scale with both)",
     ]
     return Prediction(
@@ -214,10 +232,12 @@ def predict(
     )
 
 
-def predict_host(cost: PageCost, name: str) -> Prediction:
+def predict_host(cost: PageCost, name: str, contention: float = CONTENTION) -> Prediction:
     """The prediction for one of :data:`HOSTS`."""
     h = HOSTS[name]
-    p = predict(cost, cores=h.cores, npus=h.npus, device=h.device, cpu_speed=h.cpu_speed, host=h.name)
+    p = predict(
+        cost, cores=h.cores, npus=h.npus, device=h.device, cpu_speed=h.cpu_speed, host=h.name, contention=contention
+    )
     p.assumptions.insert(1, f"host: {h.why}")
     return p
 
@@ -236,7 +256,7 @@ class Check:
         return self.predicted / self.measured - 1.0
 
 
-def check(report: BenchmarkReport, cost: Optional[PageCost] = None) -> List[Check]:
+def check(report: BenchmarkReport, cost: Optional[PageCost] = None, contention: float = CONTENTION) -> List[Check]:
     """The planner on the benchmark's own machine (its cores, one NPU of the cost model) against each executor
     route the benchmark measured."""
     cost = cost or page_cost(report)
@@ -244,7 +264,7 @@ def check(report: BenchmarkReport, cost: Optional[PageCost] = None) -> List[Chec
     for r in report.routes:
         if r.engine != "om" or r.route == SERIAL:
             continue
-        p = predict(cost, cores=report.cores, npus=1, workers_per_npu=r.workers)
+        p = predict(cost, cores=report.cores, npus=1, workers_per_npu=r.workers, contention=contention)
         out.append(Check(r.route, r.workers, r.images_per_s, p.pages_per_s))
     return out
 
@@ -262,6 +282,8 @@ def format_prediction(p: Prediction) -> List[str]:
     return lines
 
 
-def hosts_table(cost: PageCost, names: Sequence[str] = tuple(HOSTS)) -> List[Prediction]:
+def hosts_table(
+    cost: PageCost, names: Sequence[str] = tuple(HOSTS), contention: float = CONTENTION
+) -> List[Prediction]:
     """The predictions for the typical hosts of :data:`HOSTS`."""
-    return [predict_host(cost, n) for n in names]
+    return [predict_host(cost, n, contention) for n in names]
