@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from ray import serve
 
@@ -21,27 +21,39 @@ from .devices import assigned_device_id, require_npus
 DEFAULT_NAME = "paddlex-npu"
 
 
-class ReplicaPipeline:
-    """The interface of the serve workers (``submit`` -> a future of PaddleX results as
-    :class:`paddlex_npu.serve.workers.Result`) over a pipeline in this process, one call at a time."""
+class ReplicaPool:
+    """``serve``'s worker-pool interface (:class:`~..executor.pool.WorkerPool`: ``submit`` -> a future of a
+    :class:`~..executor.pool.PoolResult`, ``status``, ``size``) over one pipeline in this replica's process, one
+    call at a time. Ray Serve is the supervisor here: it restarts a dead replica and queues per replica
+    (``max_ongoing_requests``)."""
 
-    def __init__(self, pipeline: Any) -> None:
+    size = 1
+
+    def __init__(self, pipeline: Any, device_id: int) -> None:
         self.pipeline = pipeline
+        self.device_id = device_id
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="paddlex-npu-replica")
+        self._queued = 0
 
-    def submit(self, *args: Any, images: bool = False, **kwargs: Any) -> Future:
-        return self._thread.submit(self._predict, args, kwargs, images)
+    def submit(
+        self, item: Any, kwargs: Optional[Dict[str, Any]] = None, transform_kwargs: Optional[Dict[str, Any]] = None
+    ) -> Future:
+        return self._thread.submit(self._predict, item, kwargs or {}, transform_kwargs or {})
 
-    def _predict(self, args: tuple, kwargs: Dict[str, Any], images: bool) -> List[Any]:
-        from ..serve.workers import Result
+    def _predict(self, item: Any, kwargs: Dict[str, Any], transform_kwargs: Dict[str, Any]) -> Any:
+        from ..executor.pool import PoolResult
+        from ..executor.worker import Done, WorkerSpec, _run_one
+        from ..serve.workers import serve_result
 
-        out: List[Any] = []
-        for item in self.pipeline.predict(*args, **kwargs):
-            if isinstance(item, dict) and item.keys() == {"error"}:
-                out.append(dict(item))
-            else:
-                out.append(Result(item.json, dict(item.img) if images else None))
-        return out
+        spec = WorkerSpec(None, self.device_id, transform=serve_result)
+        ok, payload, timing = _run_one(self.pipeline, spec, item, kwargs, None, transform_kwargs)
+        return PoolResult(Done(None, ok, payload, timing), os.getpid(), self.device_id, 1)
+
+    @property
+    def status(self) -> Any:
+        from ..executor.pool import PoolStatus
+
+        return PoolStatus(size=1, ready=1, starting=0, busy=0, queued=0, restarts=0, closing=False)
 
     def close(self, wait: bool = True) -> None:
         self._thread.shutdown(wait=wait, cancel_futures=not wait)
@@ -60,8 +72,8 @@ class PipelineReplica:
         max_image_pixels: Optional[int] = None,
     ) -> None:
         os.environ.update(env or {})
+        from ..paddlex.pipelines import pipeline_on_device
         from ..serve.http import ServeOptions
-        from ..serve.route import create_pipeline
 
         options = ServeOptions()
         if max_body_bytes is not None:
@@ -71,12 +83,12 @@ class PipelineReplica:
         self.options = options
         self.config = config
         self.device_id = assigned_device_id()
-        self.pipeline = ReplicaPipeline(create_pipeline(config, self.device_id, runtime))
+        self.pool = ReplicaPool(pipeline_on_device(config, self.device_id, runtime), self.device_id)
 
     def __serve_build_asgi_app__(self) -> Any:
         from ..serve.http import create_app
 
-        app, _state = create_app(self.config, self.pipeline, self.options)
+        app, _state = create_app(self.config, self.pool, self.options)
         return app
 
 
@@ -97,7 +109,7 @@ def deployment(
     replica. ``num_replicas`` (default 1) or ``autoscaling_config`` (Serve's, passed through as given, e.g.
     ``{"min_replicas": 1, "max_replicas": 8, "target_ongoing_requests": 2}``); ``ray_actor_options`` are added
     to ``{"resources": {"NPU": 1}, "num_cpus": 1}``. ``runtime``/``env``: as for :func:`paddlex_npu.ray.ocr`."""
-    from ..serve.route import load_config
+    from ..paddlex.pipelines import load_config
 
     config = load_config(pipeline)
     if num_replicas is not None and autoscaling_config is not None:
