@@ -160,7 +160,9 @@ class Paddlex34Adapter(Adapter):
         record.set_attr(
             BasePredictor, "create_static_infer", wrap_bound(BasePredictor.create_static_infer, _create_static_infer)
         )
-        record.set_attr(BasePredictor, "get", classmethod(_get))
+        getter = classmethod(_get)
+        getter.__paddlex_npu_patched__ = True  # as wrap_bound marks its wrappers (uninstall and the tests read it)
+        record.set_attr(BasePredictor, "get", getter)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
 
 
