@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Iterator, List, MutableMapping, Tuple
 
-_MISSING = object()
+MISSING = object()  # the "original" of an attribute its owner did not have (restored by deleting it)
 
 
 class PatchRecord:
@@ -29,14 +29,14 @@ class PatchRecord:
         return list(self._items)
 
     def set_attr(self, owner: Any, name: str, value: Any) -> None:
-        original = owner.__dict__.get(name, _MISSING)
+        original = owner.__dict__.get(name, MISSING)
         setattr(owner, name, value)
         self._attributes.append((owner, name, original, value))
 
         def undo() -> bool:
-            if owner.__dict__.get(name, _MISSING) is not value:
+            if owner.__dict__.get(name, MISSING) is not value:
                 return False
-            if original is _MISSING:
+            if original is MISSING:
                 delattr(owner, name)
             else:
                 setattr(owner, name, original)
@@ -59,20 +59,20 @@ class PatchRecord:
             for module, name, bound in _module_globals():
                 if bound is value:
                     setattr(module, name, original)
-            return all(module.__dict__.get(name, _MISSING) is original for module, name in found)
+            return all(module.__dict__.get(name, MISSING) is original for module, name in found)
 
         self._undo.append(undo)
         return found
 
     def set_item(self, mapping: MutableMapping, key: Any, value: Any) -> None:
-        original = mapping.get(key, _MISSING)
+        original = mapping.get(key, MISSING)
         mapping[key] = value
         self._items.append((mapping, key, original, value))
 
         def undo() -> bool:
-            if mapping.get(key, _MISSING) is not value:
+            if mapping.get(key, MISSING) is not value:
                 return False
-            if original is _MISSING:
+            if original is MISSING:
                 del mapping[key]
             else:
                 mapping[key] = original

@@ -8,11 +8,10 @@ import pytest
 
 import paddlex_npu
 from paddlex_npu.paddlex.patcher import patched_attributes
+from paddlex_npu.paddlex.record import MISSING
 from paddlex_npu.samples import assets
 from tests.helpers import run_ocr
 from tests.paddlex.compat import LEGACY, cpu_pipeline, paddle_inference_class, runner_of
-
-_ABSENT = object()
 
 
 def _registries():
@@ -43,7 +42,7 @@ def test_uninstall_restores_every_patched_object(reinstall):
     assert paddlex_npu.uninstall() is True
     assert patched_attributes() == []
     for owner, name, original, _ in patched:
-        assert owner.__dict__.get(name, _ABSENT) is original, f"{owner}.{name} not restored"
+        assert owner.__dict__.get(name, MISSING) is original, f"{owner}.{name} not restored"
     if registries is not None:
         engines, bindings = _registries()
         assert "om" in registries[0] and "om" not in engines
@@ -53,7 +52,7 @@ def test_uninstall_restores_every_patched_object(reinstall):
     assert [(o, n, orig) for o, n, orig, _ in patched_attributes()] == [(o, n, orig) for o, n, orig, _ in patched]
     assert paddlex_npu.uninstall() is True
     for owner, name, original, _ in patched:
-        assert owner.__dict__.get(name, _ABSENT) is original
+        assert owner.__dict__.get(name, MISSING) is original
     if registries is not None:
         assert _registries() == (engines, bindings)
 
