@@ -248,7 +248,11 @@ def _ray_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-ongoing-requests", type=positive_int, default=4, help="requests queued per replica")
     p.add_argument("--runtime", choices=RUNTIMES, help="backend_config runtime of the replicas")
     p.add_argument("--max-body-mb", type=float, default=64, help="largest request body (413 above)")
-    p.add_argument("--max-image-pixels", type=int, default=40_000_000, help="largest decoded image (422 above)")
+    from ..serve.images import DEFAULT_MAX_IMAGE_PIXELS
+
+    p.add_argument(
+        "--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS, help="largest decoded image (422 above)"
+    )
 
 
 COMMANDS = (

@@ -135,6 +135,8 @@ def run_triton_repo(args: argparse.Namespace) -> int:
 
 
 def triton_repo_args(p: argparse.ArgumentParser) -> None:
+    from ..serve.images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
+
     p.add_argument("pipeline", help="PaddleX OCR pipeline YAML (model_dir of each SubModule: an OM package)")
     p.add_argument("out_dir", help="the model repository (a new version is added if it exists)")
     p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1: one instance group per device")
@@ -147,10 +149,16 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runtime", choices=("ais_bench", "reference"), help="backend_config runtime of every instance")
     p.add_argument("--no-warmup", action="store_true", help="no model_warmup")
     p.add_argument(
-        "--max-image-pixels", type=int, default=40_000_000, help="as serve's, read before decoding (default 40000000)"
+        "--max-image-pixels",
+        type=int,
+        default=DEFAULT_MAX_IMAGE_PIXELS,
+        help=f"as serve's, read before decoding (default {DEFAULT_MAX_IMAGE_PIXELS})",
     )
     p.add_argument(
-        "--max-request-pixels", type=int, default=80_000_000, help="as serve's, per request (default 80000000)"
+        "--max-request-pixels",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_PIXELS,
+        help=f"as serve's, per request (default {DEFAULT_MAX_REQUEST_PIXELS})",
     )
 
 

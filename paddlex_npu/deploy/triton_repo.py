@@ -37,6 +37,7 @@ import yaml
 from ..build.export_env import cache_root
 from ..errors import ConfigError
 from ..om.manifest import MANIFEST_NAME, load
+from ..serve.images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
 _MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.serve.triton_model)."""
@@ -56,8 +57,8 @@ class TritonOptions:
     keep_versions: int = 1
     runtime: Optional[str] = None  # backend_config runtime for every instance (e.g. "reference")
     warmup: bool = True
-    max_image_pixels: int = 40_000_000  # as paddlex-npu serve (paddlex_npu.serve.images)
-    max_request_pixels: int = 80_000_000
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # as paddlex-npu serve
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
 
 
 @dataclass

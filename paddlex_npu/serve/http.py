@@ -395,9 +395,6 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     app.router.lifespan_context = lifespan
     _capture_requests(app)
 
-    def _body(status: int, message: str) -> Any:
-        return error_body(status, message)
-
     @app.exception_handler(PaddlexNpuError)
     async def _route_error(request: Any, exc: PaddlexNpuError) -> Any:
         status, message, headers = error_answer(exc)
@@ -405,7 +402,7 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
         if status >= 500:
             logger.error("serve: %s", message, exc_info=exc)
         return JSONResponse(
-            _body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
+            error_body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
         )
 
     async def _log_id(request: Any) -> str:
@@ -419,13 +416,13 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Any, exc: RequestValidationError) -> Any:
         errors = [{"type": e["type"], "loc": _dotted(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
-        body = _body(422, json.dumps(errors))
+        body = error_body(422, json.dumps(errors))
         body["logId"] = await _log_id(request)
         return JSONResponse(body, status_code=422)
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Any, exc: HTTPException) -> Any:
-        body = _body(exc.status_code, str(exc.detail))
+        body = error_body(exc.status_code, str(exc.detail))
         body["logId"] = await _log_id(request)
         return JSONResponse(body, exc.status_code, headers=exc.headers)
 
@@ -437,7 +434,7 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
         status, message, headers = error_answer(exc)
         observe.set_category(request, category_of(exc))
         return JSONResponse(
-            _body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
+            error_body(status, message), status_code=status, headers={k.decode(): v.decode() for k, v in headers}
         )
 
     state = _State(pool=pool, capacity=pool.size + options.max_queue)
