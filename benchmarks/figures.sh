@@ -37,7 +37,7 @@ machine() {
 if [ -n "${FIGURES_QUICK:-}" ]; then
   BENCH=(--pages 4 --repeat 1 --workers 1,2,3 --engines "")
 else
-  BENCH=(--pages 8 --repeat 3 --workers 1,2,3,4,6)
+  BENCH=(--pages 8 --repeat 4 --rounds 5 --workers 1,2,3,4,6)
 fi
 echo "== paddlex-npu benchmark ${BENCH[*]}"
 "${CLI[@]}" benchmark "${BENCH[@]}" --no-progress --json "$OUT/benchmark.json" --plot "$OUT/benchmark.png" \

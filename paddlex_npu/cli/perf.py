@@ -124,6 +124,11 @@ def _print_serve_load(report, targets) -> None:
             f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}"
             f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}"
         )
+        if p.batch_mean:
+            print(
+                f"    Triton's statistics: {p.batch_mean:.1f} requests per execution; per request "
+                f"{p.queue_ms:.2f} ms queued, {p.compute_ms:.2f} ms in its execution"
+            )
         if p.first_failure:
             print(f"    first failure: {p.first_failure}")
     print(
@@ -201,7 +206,7 @@ def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[s
 
     # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
     env = {} if envs.SIM_LOCKS.get() else {envs.SIM_LOCKS.name: tempfile.mkdtemp()}
-    total = (1 + len(args.workers) + len(cpu)) * args.repeat * len(paths)
+    total = ((1 + len(args.workers)) * args.rounds + len(cpu)) * args.repeat * len(paths)
     with tqdm(total=total, unit="img", desc="benchmark", file=sys.stderr, disable=args.no_progress) as bar:
 
         def progress(route: str, n: int) -> None:
@@ -213,6 +218,7 @@ def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[s
             paths,
             workers=args.workers,
             repeat=args.repeat,
+            rounds=args.rounds,
             runtime=args.runtime,
             env=env,
             cpu_pipelines=cpu,
@@ -261,6 +267,12 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
         "--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given (default 8)"
     )
     p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route (default 3)")
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="time the NPU routes this many times, interleaved, and keep each route's median round (default 1)",
+    )
     p.add_argument(
         "--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor (default 1,2,3)"
     )

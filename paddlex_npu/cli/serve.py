@@ -144,7 +144,12 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-queue-delay-us", type=int, default=2000, help="dynamic batching queue delay")
     p.add_argument("--no-dynamic-batching", action="store_true", help="no dynamic_batching block")
     p.add_argument("--ocr-max-batch", type=int, default=4, help="max_batch_size of the OCR model")
-    p.add_argument("--rec-max-batch", type=int, help="max_batch_size of text_recognition (default: OM gears)")
+    p.add_argument(
+        "--rec-max-batch",
+        type=int,
+        help="max_batch_size of text_recognition (default: the OM's largest batch gear; dymshape: 16, within its "
+        "batch range)",
+    )
     p.add_argument("--keep-versions", type=int, default=1, help="version_policy latest num_versions")
     p.add_argument("--runtime", choices=("ais_bench", "reference"), help="backend_config runtime of every instance")
     p.add_argument("--no-warmup", action="store_true", help="no model_warmup")

@@ -34,7 +34,7 @@ from .. import envs
 from ..errors import ExecutorError
 from ..log import logger
 from .pool import RestartBudget
-from .worker import Done, Fatal, Ready, Task, WorkerSpec, worker_main
+from .worker import Done, Fatal, Ready, Task, WorkerSpec, thread_env, worker_main
 
 
 @dataclass
@@ -126,7 +126,7 @@ class ParallelExecutor:
                 f"workers_per_device={workers_per_device})"
             )
         _refuse_in_bootstrapping_worker()
-        worker_env = dict(env or {})
+        worker_env = {**thread_env(len(devices) * workers_per_device), **(env or {})}
         if runtime:
             worker_env[envs.RUNTIME.name] = runtime
         self._specs = {

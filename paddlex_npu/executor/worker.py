@@ -67,6 +67,22 @@ class Done:
     timing: Dict[str, float] = field(default_factory=dict)
 
 
+# The thread pools of the libraries a pipeline runs on (OpenMP, OpenBLAS, MKL, OpenCV's parallel_for): each sizes
+# itself to every core of the machine, in every worker.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENCV_FOR_THREADS_NUM")
+
+
+def thread_env(workers: int, cores: Optional[int] = None, environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The thread-pool sizes for ``workers`` processes on this host's ``cores``: ``cores // workers`` threads
+    each (at least 1), so that the pools of K workers do not spin against each other (on 2 cores, 3 workers of 2
+    threads each spent 12% more CPU per page than single-threaded ones). A variable already set in ``environ``
+    (default: this process's environment) is the user's, and left alone."""
+    cores = cores or os.cpu_count() or 1
+    environ = os.environ if environ is None else environ
+    threads = str(max(1, cores // max(1, workers)))
+    return {name: threads for name in THREAD_VARIABLES if name not in environ}
+
+
 def _sim_stats() -> Dict[str, float]:
     from ..run import simulated
 

@@ -3,7 +3,10 @@ the executor's K workers, the NPU route serial (in-process), and PaddleX's own C
 3.5+, ``paddle_static`` where the model folders hold Paddle files).
 
 Every route first runs the inputs once (warm-up, and the recording pass of the simulated device; excluded), then
-is timed over ``repeat`` passes. Per route: images/s, latency percentiles, CPU use, and per-image stage times
+is timed over ``repeat`` passes. With ``rounds`` > 1 the NPU routes are timed that many times, interleaved (serial,
+then each executor, then again), and each route reports its median round: a slow spell of a shared machine falls
+on every route alike instead of on whichever ran then (``rounds_images_per_s`` keeps every round's figure).
+Per route: images/s, latency percentiles, CPU use, and per-image stage times
 (pre-processing / model / post-processing inside the predictors, the rest of the pipeline; the model time of
 the NPU route holds the simulated device time). A route that cannot run here is recorded in ``skipped`` with
 its reason, and the others still run. Returns figures; printing and drawing are the CLI's.
@@ -17,6 +20,7 @@ discards its results: both routes do the same work per image.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
@@ -64,6 +68,7 @@ class RouteFigures:
     computed: int  # simulated calls on inputs never recorded (should be 0)
     errors: int = 0
     dispatch_ms: float = 0.0  # executor routes: the parent's CPU per image (dispatch, pipes, results), in cpu_ms
+    rounds_images_per_s: List[float] = field(default_factory=list)  # every round's images/s (this is the median)
 
     @property
     def host_ms(self) -> float:
@@ -80,6 +85,7 @@ class BenchmarkReport:
     inputs: int
     repeat: int
     routes: List[RouteFigures] = field(default_factory=list)
+    rounds: int = 1  # interleaved timed rounds of the NPU routes; each route reports its median round
     skipped: Dict[str, str] = field(default_factory=dict)  # route -> why it did not run
     load_average: List[float] = field(default_factory=list)  # the machine's 1-minute load, at start and at end
     input_desc: str = ""  # what the inputs are (count, kind, pixel sizes)
@@ -148,6 +154,11 @@ class BenchmarkReport:
                 f"{best.images_per_s / s.images_per_s:.2f}x serial (target >= 1.8); cores busy "
                 f"{best.cpu_percent:.0f}%, executor parent {best.dispatch_ms:.2f} ms CPU per image"
             )
+            if len(best.rounds_images_per_s) > 1:
+                lines.append(
+                    f"median of {len(best.rounds_images_per_s)} interleaved rounds; the rounds' img/s: serial "
+                    f"{_spread(s.rounds_images_per_s)}, {best.route} {_spread(best.rounds_images_per_s)}"
+                )
         return lines
 
     def as_dict(self) -> Dict[str, Any]:
@@ -169,6 +180,10 @@ class BenchmarkReport:
         report = cls(**{k: v for k, v in data.items() if k in names and k != "routes"})
         report.routes = [RouteFigures(**{k: v for k, v in r.items() if k in route_names}) for r in data["routes"]]
         return report
+
+
+def _spread(values: Sequence[float]) -> str:
+    return " / ".join(f"{v:.1f}" for v in values)
 
 
 def result_summary(result: Any) -> int:
@@ -211,6 +226,14 @@ def _figures(
     )
 
 
+def warmed(pipeline: Any, inputs: Sequence[str]) -> Any:
+    """Instrument ``pipeline`` (its stage clock is returned) and run ``inputs`` once through it, untimed."""
+    clock = instrument(pipeline)
+    for x in inputs:
+        list(pipeline.predict(x))
+    return clock
+
+
 def _in_process(
     route: str,
     engine: str,
@@ -219,11 +242,11 @@ def _in_process(
     repeat: int,
     progress: Progress,
     models: Optional[Dict[str, Any]] = None,
+    clock: Any = None,
 ) -> RouteFigures:
-    """One in-process pipeline, one input at a time."""
-    clock = instrument(pipeline)
-    for x in inputs:  # warm-up and recording pass
-        list(pipeline.predict(x))
+    """One in-process pipeline, one input at a time (``clock``: its stage clock once :func:`warmed`)."""
+    if clock is None:  # the first round: instrument, then warm up (and record, on the simulated device)
+        clock = warmed(pipeline, inputs)
     lat: List[float] = []
     models0 = simulated.model_stats()
     st0, s0, c0, t0 = clock.totals(), simulated.stats(), time.process_time(), time.perf_counter()
@@ -245,10 +268,10 @@ def _in_process(
 
 
 def _executor(
-    ex: ParallelExecutor, inputs: Sequence[str], repeat: int, workers: int, progress: Progress
+    ex: ParallelExecutor, inputs: Sequence[str], repeat: int, workers: int, progress: Progress, warm: bool = True
 ) -> RouteFigures:
     route = f"NPU executor, {workers} worker{'s' if workers > 1 else ''}"
-    for _ in ex.map(list(inputs) * workers):  # warm-up: every worker sees inputs
+    for _ in ex.map(list(inputs) * workers if warm else []):  # warm-up: every worker sees inputs
         pass
     lat: List[float] = []
     totals = dict.fromkeys(("cpu_seconds", "sim_device_ms", "sim_replay_ms", "sim_computed", *_STAGE_KEYS), 0.0)
@@ -357,45 +380,80 @@ def run_benchmark(
     *,
     workers: Sequence[int] = (1, 2),
     repeat: int = 3,
+    rounds: int = 1,
     runtime: str = "simulated",
     create_kwargs: Optional[Dict[str, Any]] = None,
     env: Optional[Dict[str, str]] = None,
     cpu_pipelines: Optional[Dict[str, Union[str, Dict[str, Any]]]] = None,
     progress: Optional[Progress] = None,
 ) -> BenchmarkReport:
-    """The NPU route serial, the executor with each worker count in ``workers`` (one device), then each engine
-    of ``cpu_pipelines`` (``{"onnxruntime": config, "paddle_static": config}``: the same pipeline over model
-    folders that hold that engine's files), on ``inputs``. ``progress(route, n)`` is called as inputs finish."""
+    """The NPU route serial, the executor with each worker count in ``workers`` (one device), ``rounds`` times
+    interleaved (each route's median round is kept), then each engine of ``cpu_pipelines`` (``{"onnxruntime":
+    config, "paddle_static": config}``: the same pipeline over model folders that hold that engine's files), on
+    ``inputs``. ``progress(route, n)`` is called as inputs finish."""
+    if rounds < 1:
+        raise ConfigError(f"rounds must be >= 1, got {rounds}")
     progress = progress or (lambda route, n: None)
     os.environ.update(env or {})
     os.environ[envs.RUNTIME.name] = runtime
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
+    report.rounds = rounds
     report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
-    serial = None
-    try:
-        serial = create_on_device(pipeline, 0, create_kwargs)
-        report.routes.append(_in_process(SERIAL, "om", serial, inputs, repeat, progress, report.models))
-    except Exception as exc:  # e.g. runtime ais_bench without an NPU: the CPU engines' routes still run
-        report.skipped[SERIAL] = _why(exc)
-        progress(SERIAL, repeat * len(inputs))
-    finally:
-        if serial is not None:
-            _close(serial)
-    for k in workers:
-        route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
+    measured: Dict[str, List[RouteFigures]] = {}
+    with contextlib.ExitStack() as stack:
+        serial, clock = None, None
         try:
-            with ParallelExecutor(
-                pipeline,
-                workers_per_device=k,
-                create_kwargs=create_kwargs,
-                runtime=runtime,
-                stages=True,
-                transform=result_summary,
-            ) as ex:
-                report.routes.append(_executor(ex, inputs, repeat, k, progress))
-        except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
-            report.skipped[route] = _why(exc)
+            serial = create_on_device(pipeline, 0, create_kwargs)
+            stack.callback(_close, serial)
+            clock = warmed(serial, inputs)
+        except Exception as exc:  # e.g. runtime ais_bench without an NPU: the CPU engines' routes still run
+            report.skipped[SERIAL] = _why(exc)
+            progress(SERIAL, rounds * repeat * len(inputs))
+        executors: Dict[int, ParallelExecutor] = {}
+        for r in range(rounds):
+            if serial is not None and SERIAL not in report.skipped:
+                try:
+                    models: Dict[str, Any] = {}
+                    measured.setdefault(SERIAL, []).append(
+                        _in_process(SERIAL, "om", serial, inputs, repeat, progress, models, clock)
+                    )
+                    report.models = report.models or models
+                except Exception as exc:
+                    report.skipped[SERIAL] = _why(exc)
+            for k in workers:
+                route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
+                if route in report.skipped:
+                    continue
+                try:
+                    if k not in executors:
+                        executors[k] = stack.enter_context(
+                            ParallelExecutor(
+                                pipeline,
+                                workers_per_device=k,
+                                create_kwargs=create_kwargs,
+                                runtime=runtime,
+                                stages=True,
+                                transform=result_summary,
+                            )
+                        )
+                    measured.setdefault(route, []).append(
+                        _executor(executors[k], inputs, repeat, k, progress, warm=r == 0)
+                    )
+                except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
+                    report.skipped[route] = _why(exc)
+                    measured.pop(route, None)
+    for route, figures in measured.items():
+        if route not in report.skipped:
+            report.routes.append(_median_round(figures))
     _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report
+
+
+def _median_round(figures: List[RouteFigures]) -> RouteFigures:
+    """The round of median throughput (the lower middle one of an even count), with every round's figure."""
+    ordered = sorted(figures, key=lambda f: f.images_per_s)
+    median = ordered[(len(ordered) - 1) // 2]
+    median.rounds_images_per_s = [f.images_per_s for f in figures]
+    return median

@@ -50,6 +50,11 @@ class LoadPoint:
     first_failure: str = ""
     server_cpu_ms: float = 0.0  # CPU time of the server's process tree per answered request
     client_cpu_ms: float = 0.0  # CPU time of the load generator (this process) per answered request
+    # Triton only, from its statistics over the timed part (0 elsewhere): requests per execution of the model,
+    # and per request the time it waited in the scheduler's queue and the time of the execution it was part of
+    batch_mean: float = 0.0
+    queue_ms: float = 0.0
+    compute_ms: float = 0.0
 
 
 @dataclass
@@ -213,9 +218,13 @@ def measure(
     path, body, check = request_for(server.kind, model, payload)
     if warmup_seconds > 0:
         drive(server.port, path, body, check, concurrency, warmup_seconds)
+    triton0 = triton_stats(server.port if server.kind == "triton" else None, model)
     before, server_cpu, client_cpu = store_entries(store), tree_cpu_seconds(server.pid), time.process_time()
     tally, wall = drive(server.port, path, body, check, concurrency, seconds)
     server_cpu, client_cpu = tree_cpu_seconds(server.pid) - server_cpu, time.process_time() - client_cpu
+    after = triton_stats(server.port if server.kind == "triton" else None, model)
+    triton = {k: v - triton0.get(k, 0.0) for k, v in after.items()}
+    requests = triton.get("requests", 0.0)
     lat = tally.latencies or [float("nan")]
     p50, p95 = (float(np.percentile(lat, q)) * 1000.0 for q in (50, 95))
     done = len(tally.latencies)
@@ -234,7 +243,32 @@ def measure(
         tally.first_failure,
         server_cpu * per_request,
         client_cpu * per_request,
+        requests / triton["executions"] if triton.get("executions") else 0.0,
+        triton.get("queue_ms", 0.0) / requests if requests else 0.0,
+        triton.get("compute_ms", 0.0) / requests if requests else 0.0,
     )
+
+
+def triton_stats(port: Optional[int], model: str) -> Dict[str, float]:
+    """Triton's statistics of ``model`` (summed over versions), from its statistics API
+    (``GET /v2/models/<model>/stats``, exact at once, where its Prometheus counters refresh every few seconds):
+    ``requests`` (successful inferences), ``executions``, ``queue_ms`` and ``compute_ms`` (summed over requests);
+    empty without a port or when the server does not answer."""
+    if port is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/{model}/stats", timeout=5) as r:
+            stats = json.loads(r.read())
+    except (OSError, ValueError):
+        return {}
+    out = dict.fromkeys(("requests", "executions", "queue_ms", "compute_ms"), 0.0)
+    for m in stats.get("model_stats", []):
+        inference = m.get("inference_stats", {})
+        out["requests"] += inference.get("success", {}).get("count", 0)
+        out["executions"] += m.get("execution_count", 0)
+        out["queue_ms"] += inference.get("queue", {}).get("ns", 0) / 1e6
+        out["compute_ms"] += inference.get("compute_infer", {}).get("ns", 0) / 1e6
+    return out
 
 
 # -- the servers ----------------------------------------------------------------------------------------------
@@ -297,18 +331,54 @@ def paddlex_server(pipeline_yaml: Path, env: Dict[str, str]) -> Server:
     return Server("PaddleX basic serving", argv, env, port, "/health", "paddlex")
 
 
-def triton_server(pipeline_yaml: Path, workdir: Path, options: TritonOptions, env: Dict[str, str]) -> Server:
+def prime_recognition(model_folder: Path, line: Path, env: Dict[str, str]) -> int:
+    """On the simulated device, record the recognition model's outputs for ``line`` at every batch size up to
+    its ``max_batch_size`` before the server runs (``env``: the run's store), so that no batch Triton forms is
+    computed on the CPU in the middle of a timed point; the image is decoded as the model decodes a request.
+    Returns the batch sizes primed."""
+    import yaml
+    from paddlex.inference.serving.infra.utils import image_bytes_to_array
+
+    from ..paddlex.pipelines import model_on_device
+
+    spec = yaml.safe_load((model_folder / "model.yaml").read_text(encoding="utf-8"))
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        batch = int(spec.get("batch_size", 1))
+        predictor = model_on_device(
+            spec["model_dir"], spec["model_name"], 0, env.get(envs.RUNTIME.name), batch, spec.get("hpi_config")
+        )
+        image = image_bytes_to_array(Path(line).read_bytes())
+        for n in range(1, batch + 1):
+            list(predictor.predict([image] * n))
+        predictor.close()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return batch
+
+
+def triton_server(
+    pipeline_yaml: Path, workdir: Path, options: TritonOptions, env: Dict[str, str], line: Optional[Path] = None
+) -> Server:
     """A repository for ``options`` written under ``workdir`` and the tritonserver command on it (``env``: added
-    to the command's own environment, which puts this venv first on ``PATH`` for the Python backend)."""
+    to the command's own environment, which puts this venv first on ``PATH`` for the Python backend); with
+    ``line`` on the simulated device, its recognition batches primed (:func:`prime_recognition`)."""
     batching = "dynamic batching" if options.dynamic_batching else "no batching"
     name = f"Triton, {batching}, {options.instances} instance(s)"
     repo = build_triton_repo(pipeline_yaml, workdir / "repo", options)
+    if line is not None and env.get(envs.RUNTIME.name) == "simulated":
+        prime_recognition(next(m.folder for m in repo.models if m.name == REC_MODEL), line, env)
     http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     argv, triton_env = tritonserver_command(
         repo.root, workdir / "work", http_port, grpc_port, metrics_port, host="127.0.0.1"
     )
     triton_env.update(env)
-    return Server(name, argv, triton_env, http_port, "/v2/health/ready", "triton", (REC_MODEL, OCR_MODEL))
+    return Server(name, argv, triton_env, http_port, "/v2/health/ready", "triton", (REC_MODEL, OCR_MODEL), metrics_port)
 
 
 # -- the plan -------------------------------------------------------------------------------------------------
@@ -328,7 +398,9 @@ class LoadPlan:
     runtime: str = "simulated"
 
 
-def _servers(plan: LoadPlan, pipeline_yaml: Path, workdir: Path, extra: Dict[str, str]) -> List[Tuple[Server, set]]:
+def _servers(
+    plan: LoadPlan, pipeline_yaml: Path, workdir: Path, extra: Dict[str, str], line: Optional[Path] = None
+) -> List[Tuple[Server, set]]:
     """The servers of the plan, each with the models whose top concurrency is a soak (the issue's targets:
     recognition with dynamic batching, ``serve`` with the most workers)."""
     env = {**os.environ, **extra}
@@ -338,7 +410,8 @@ def _servers(plan: LoadPlan, pipeline_yaml: Path, workdir: Path, extra: Dict[str
             instances=plan.triton_instances, dynamic_batching=batching, max_queue_delay_us=plan.max_queue_delay_us
         )
         folder = workdir / ("triton-batching" if batching else "triton-no-batching")
-        out.append((triton_server(pipeline_yaml, folder, options, extra), {REC_MODEL} if batching else set()))
+        server = triton_server(pipeline_yaml, folder, options, extra, line)
+        out.append((server, {REC_MODEL} if batching else set()))
     for k in plan.serve_workers:
         out.append((serve_server(pipeline_yaml, k, env), {OCR_MODEL} if k == max(plan.serve_workers) else set()))
     if plan.paddlex_basic:
@@ -380,7 +453,7 @@ def run_serve_load(
     load0 = os.getloadavg()[0]
     report = ServeLoadReport(plan.runtime, os.cpu_count() or 1, _cpu_name(), (load0, load0))
     top = max(plan.concurrency)
-    for i, (server, soaked) in enumerate(_servers(plan, Path(pipeline_yaml), workdir, extra)):
+    for i, (server, soaked) in enumerate(_servers(plan, Path(pipeline_yaml), workdir, extra, Path(line))):
         with running(server, workdir / f"server{i}.log"):
             for model in server.models:
                 for c in plan.concurrency:

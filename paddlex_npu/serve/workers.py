@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence
 
 from ..executor.pool import RestartBudget, WorkerPool
-from ..executor.worker import WorkerSpec
+from ..executor.worker import WorkerSpec, thread_env
 from ..paddlex.pipelines import hpi_config
 
 
@@ -37,12 +37,13 @@ def serve_result(item: Any, images: bool = False) -> Any:
     return Result(item.json, dict(item.img) if images else None)
 
 
-def worker_spec(config: Dict[str, Any], device_id: int, runtime: Optional[str]) -> WorkerSpec:
+def worker_spec(config: Dict[str, Any], device_id: int, runtime: Optional[str], workers: int = 1) -> WorkerSpec:
     """How a serve worker builds its pipeline: PaddleX's ``create_pipeline`` on the hpi ``om`` backend, with the
-    YAML's own ``hpi_config`` (top level) and ``runtime`` in its ``backend_config``."""
+    YAML's own ``hpi_config`` (top level) and ``runtime`` in its ``backend_config``; thread pools sized for the
+    server's ``workers`` processes in all (:func:`~..executor.worker.thread_env`)."""
     pipeline = {k: v for k, v in config.items() if k not in ("use_hpip", "hpi_config")}
     create = {"use_hpip": True, "hpi_config": hpi_config(config, device_id, runtime)}
-    env = {"PADDLEX_NPU_RUNTIME": runtime} if runtime else {}
+    env = {**thread_env(workers), **({"PADDLEX_NPU_RUNTIME": runtime} if runtime else {})}
     from .metrics import instrument_worker
 
     return WorkerSpec(pipeline, device_id, create, {}, serve_result, env, wrap=instrument_worker)
@@ -83,5 +84,5 @@ def create_pool(
     """The (not yet started) pool of ``workers`` processes per device id."""
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
-    specs = {d: worker_spec(config, d, runtime) for d in devices}
+    specs = {d: worker_spec(config, d, runtime, workers * len(devices)) for d in devices}
     return WorkerPool(specs, workers, max_queue=max_queue, timeout=timeout, restarts=restarts)

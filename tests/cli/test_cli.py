@@ -90,6 +90,8 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
         "2",
         "--repeat",
         "1",
+        "--rounds",
+        "2",
         "--workers",
         "1",
         "--json",
@@ -107,6 +109,9 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     for r in figures["routes"]:
         assert r["model_ms"] > 0 and r["pre_ms"] > 0 and r["post_ms"] > 0 and r["cpu_percent"] > 0, r
     assert figures["routes"][0]["device_ms"] > 0
+    for r in figures["routes"][:2]:  # two interleaved rounds of the NPU routes: the lower middle one is kept
+        assert len(r["rounds_images_per_s"]) == 2 and r["images_per_s"] == min(r["rounds_images_per_s"]), r
+    assert figures["rounds"] == 2 and "median of 2 interleaved rounds" in out.stdout
     assert all("3.5+" in why for why in figures["skipped"].values()), figures["skipped"]
     assert "img/s" in out.stdout and "bound" in out.stdout and "%|" in out.stderr  # the progress bar
     # what the chart's header and the planner read: models with their cost model, inputs, the bound's basis

@@ -129,6 +129,32 @@ def test_recognition_model_batches_concurrent_requests(triton, npu_pipeline, ima
     assert inferences == len(bodies) and executions < inferences, (inferences, executions)
 
 
+def test_recognition_answers_convert_results_without_paddlex_deep_copy(npu_pipeline, images):
+    """``pruned`` reads a text line's result without PaddleX's deep copy of its image and font: the same JSON."""
+    import cv2
+    from paddlex.inference.serving.basic_serving._pipeline_apps._common.common import prune_result
+
+    from paddlex_npu.serve.route import _plain, pruned
+
+    (result,) = list(npu_pipeline.text_rec_model.predict([cv2.imread(str(images["english"]))]))
+    assert _plain(result) and pruned(result) == prune_result(result.json["res"])
+    assert set(pruned(result)) == {"rec_text", "rec_score"} and pruned(result)["rec_text"]
+
+
+def test_statistics_api_counts_each_request_at_once(triton, images):
+    """The load benchmark's figures of Triton (requests per execution, queue and compute time) come from its
+    statistics API, which counts a request as soon as it is answered (its Prometheus counters lag)."""
+    from paddlex_npu.perf.serve_load import triton_stats
+
+    before = triton_stats(triton["http_port"], "text_recognition")
+    ans = _ask(triton["http"], httpclient, "text_recognition", {"file": _b64(images["english"])})
+    assert ans["errorCode"] == 0, ans
+    after = triton_stats(triton["http_port"], "text_recognition")
+    assert after["requests"] == before["requests"] + 1 and after["executions"] == before["executions"] + 1
+    assert after["compute_ms"] > before["compute_ms"] and after["queue_ms"] >= before["queue_ms"]
+    assert triton_stats(None, "text_recognition") == {}
+
+
 @pytest.mark.parametrize(
     "body, status",
     [
@@ -172,6 +198,37 @@ def test_repository_layout(triton, asset_root, pipeline_yaml, tmp_path):
     assert "preferred_batch_size: [ 6 ]" in rec and "max_batch_size: 6" in rec
     assert 'name: "npu1" count: 2' in rec and "num_versions: 2" in rec
     assert [m.version for m in first.models] == [1, 1] and [m.version for m in second.models] == [2, 2]
+
+
+def test_recognition_batch_on_a_dymshape_om(asset_root, tmp_path):
+    """max_batch_size of the recognition model on a dymshape OM: 16 when its batch is unbounded, the top of its
+    batch range below that; the YAML's batch_size without a manifest."""
+    import json
+    import shutil
+
+    from paddlex_npu.deploy.triton_repo import DYMSHAPE_REC_MAX_BATCH, rec_batch_limit
+    from paddlex_npu.om.manifest import MANIFEST_NAME
+
+    package = asset_root / "om" / "PP-OCRv4_mobile_rec"
+    assert rec_batch_limit(package, 6) == DYMSHAPE_REC_MAX_BATCH == 16
+    bounded = tmp_path / "bounded"
+    bounded.mkdir()
+    manifest = json.loads((package / MANIFEST_NAME).read_text())
+    manifest["inputs"][0]["range"] = [[1, 8], [3, 3], [48, 48], [8, 3200]]
+    (bounded / MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert rec_batch_limit(bounded, 6) == 8
+    shutil.copytree(package, tmp_path / "plain", ignore=shutil.ignore_patterns(MANIFEST_NAME))
+    assert rec_batch_limit(tmp_path / "plain", 6) == 6
+
+
+def test_pixel_check_reads_a_png_size_from_its_header(images):
+    """The pixel guard reads a PNG's size from its IHDR chunk, the same size Pillow reads."""
+    from PIL import Image
+
+    from paddlex_npu.serve.images import _image_sizes
+
+    raw = images["english"].read_bytes()
+    assert raw[:4] == b"\x89PNG" and _image_sizes(raw, 1) == [Image.open(images["english"]).size]
 
 
 def _post(port: int, path: str, body: bytes, ctype: str = "application/json", timeout: float = 120):
