@@ -3,10 +3,11 @@
 needed + 64 KiB, with ``needed`` the real output bytes of ONNX Runtime.
 
 The sizes are asked of the route's runner (the package's manifest ``output_dims``, as on a device without the
-ONNX). ONNX Runtime itself runs at a spread of shapes per model (a rec model at 3200 px takes ~1 s here, so not at
-every width), where the sizing code's shapes must equal its outputs' exactly; at every width (rec) and over the
-det grid, the shapes are also checked against ONNX's own C++ shape inference (an implementation independent of
-the one that solved them) where it can tell them.
+ONNX). ONNX Runtime runs the model at every one of those inputs (:mod:`tests.ort_sweep`: about 25 CPU minutes
+for the four rec models the first time, then read from the asset cache, keyed by the model file and ONNX
+Runtime's version), and the sizing code's shapes must equal its outputs' exactly; a spread of them is run live
+every time. At every 7th rec width and over the det grid the shapes are also checked against ONNX's own C++ shape
+inference (an implementation independent of the one that solved them) where it can tell them.
 """
 
 from __future__ import annotations
@@ -21,12 +22,18 @@ from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.run.buffers import MIN_BYTES
 from paddlex_npu.run.runner import build_om_runner
 from paddlex_npu.samples import assets
+from tests.ort_sweep import output_shapes
 
 RECS = (assets.REC, assets.REC_V5, assets.REC_V6_TINY, assets.REC_V6_SMALL)
 DETS = (assets.DET, assets.DET_V6_TINY, assets.DET_V6_SMALL)
-ORT_WIDTHS = [*range(8, 41), *range(317, 327), 1001, 1002, 3200]
+REC_WIDTHS = range(8, 3201)
+LIVE_WIDTHS = [8, 9, 10, 11, 12, 13, 14, 15, 16, 317, 318, 319, 320, 1001, 3200]  # run again, uncached
 DET_GRID = [32, 64, 96, 160, 320, 480, 736, 960, 1280, 1600, 2048, 2560, 3200, 3968]
-ORT_DET = [(32, 32), (64, 96), (320, 736), (736, 320), (960, 736)]
+ORT_DET = [(32, 32), (64, 96), (320, 736), (736, 320)]
+
+
+def _ort_cache(asset_root):
+    return asset_root / "ort-output-shapes"
 
 
 def _runner(asset_root, name):
@@ -91,11 +98,16 @@ def test_every_rec_width_gets_what_the_model_writes(asset_root, name):
             (reserved,) = runner.output_sizes(_feeds([shape]))
             assert _within(reserved, math.prod(dims) * itemsize), (w, dims, reserved)
             claimed[w] = dims
-        session = _ort(asset_root / "om" / name / "inference.onnx")
-        for w in ORT_WIDTHS:
-            (out,) = session.run(None, {session.get_inputs()[0].name: np.zeros((1, 3, 48, w), np.float32)})
-            assert list(out.shape) == claimed[w] and out.nbytes == math.prod(claimed[w]) * itemsize, w
-            assert _within(runner.output_sizes(_feeds([[1, 3, 48, w]]))[0], out.nbytes)
+        onnx_path = asset_root / "om" / name / "inference.onnx"
+        real = output_shapes(onnx_path, [(1, 3, 48, w) for w in REC_WIDTHS], _ort_cache(asset_root))
+        for w in REC_WIDTHS:  # every width against ONNX Runtime's own output
+            shape, nbytes = real[(1, 3, 48, w)]
+            assert shape == claimed[w] and nbytes == math.prod(claimed[w]) * itemsize, (w, shape, claimed[w])
+            assert _within(runner.output_sizes(_feeds([[1, 3, 48, w]]))[0], nbytes), w
+        session = _ort(onnx_path)
+        for w in LIVE_WIDTHS:  # the cached figures are ONNX Runtime's: a spread of them again, live
+            (out,) = session.run(None, {session.get_inputs()[0].name: np.zeros((1, 3, 48, w), np.float32)})[:1]
+            assert list(out.shape) == real[(1, 3, 48, w)][0], w
         onnx_shapes = _OnnxShapes(asset_root / "om" / name / "inference.onnx")
         told = 0
         widths = range(8, 3201, 7) if onnx_shapes([1, 3, 48, 320]) is not None else []
@@ -125,11 +137,16 @@ def test_a_grid_of_det_sizes_gets_what_the_model_writes(asset_root, name):
                 assert dims == [1, 1, h, w] == onnx_shapes(shape), shape
                 (reserved,) = runner.output_sizes(_feeds([shape]))
                 assert _within(reserved, h * w * 4), shape
+        grid = [(1, 3, h, w) for h in DET_GRID for w in DET_GRID]
+        real = output_shapes(asset_root / "om" / name / "inference.onnx", grid, _ort_cache(asset_root))
+        for shape in grid:  # the whole grid against ONNX Runtime's own output
+            out_shape, nbytes = real[shape]
+            assert out_shape == runner._sizer.shapes_for([list(shape)])[0], shape
+            assert _within(runner.output_sizes(_feeds([list(shape)]))[0], nbytes), shape
         session = _ort(asset_root / "om" / name / "inference.onnx")
-        for h, w in ORT_DET:
+        for h, w in ORT_DET:  # live
             (out,) = session.run(None, {"x": np.zeros((1, 3, h, w), np.float32)})
-            assert list(out.shape) == runner._sizer.shapes_for([[1, 3, h, w]])[0]
-            assert _within(runner.output_sizes(_feeds([[1, 3, h, w]]))[0], out.nbytes)
+            assert list(out.shape) == real[(1, 3, h, w)][0]
     finally:
         runner.close()
 
@@ -137,15 +154,13 @@ def test_a_grid_of_det_sizes_gets_what_the_model_writes(asset_root, name):
 @pytest.mark.parametrize(("name", "hw"), [(assets.TEXTLINE_ORI, (48, 192)), (assets.DOC_ORI, (224, 224))])
 def test_classifiers_get_what_they_write_at_every_batch(asset_root, name, hw):
     runner = _runner(asset_root, name)
-    session = _ort(asset_root / "om" / name / "inference.onnx")
+    batches = [(n, 3, *hw) for n in range(1, 65)]
+    real = output_shapes(asset_root / "om" / name / "inference.onnx", batches, _ort_cache(asset_root))
     try:
-        for n in range(1, 65):
-            shape = [n, 3, *hw]
-            (dims,) = runner._sizer.shapes_for([shape])
-            if n in (1, 2, 7, 64):
-                (out,) = session.run(None, {session.get_inputs()[0].name: np.zeros(shape, np.float32)})
-                assert list(out.shape) == dims
-            assert _within(runner.output_sizes(_feeds([shape]))[0], math.prod(dims) * 4)
+        for shape in batches:
+            (dims,) = runner._sizer.shapes_for([list(shape)])
+            assert list(real[shape][0]) == dims and real[shape][1] == math.prod(dims) * 4, shape
+            assert _within(runner.output_sizes(_feeds([list(shape)]))[0], real[shape][1])
     finally:
         runner.close()
 

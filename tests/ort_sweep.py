@@ -1,0 +1,67 @@
+"""The real output shapes of an ONNX model at every input of a sweep, from ONNX Runtime: the oracle of the output
+size sweep (tests/paddlex/test_output_sizes.py).
+
+ONNX Runtime runs the model on a zero input of each shape, in one process per core (one intra-op thread each,
+the shapes dealt out in turn so that every process gets large and small ones). A run is kept in the asset cache,
+keyed by the model file's SHA-256 and ONNX Runtime's version, since the output shapes of one model file under one
+ONNX Runtime are facts that do not change: the first sweep of a model costs minutes (every recognition width
+8..3200 px is about 7 CPU minutes for PP-OCRv4), later ones read the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+Shape = Tuple[int, ...]
+_SESSION = None
+
+
+def _start(path: str) -> None:
+    global _SESSION
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    _SESSION = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def _run(shapes: Sequence[Shape]) -> List[Tuple[Shape, List[int], int]]:
+    import numpy as np
+
+    name = _SESSION.get_inputs()[0].name
+    out = []
+    for shape in shapes:
+        (result,) = _SESSION.run(None, {name: np.zeros(shape, np.float32)})[:1]
+        out.append((tuple(shape), list(result.shape), int(result.nbytes)))
+    return out
+
+
+def output_shapes(onnx_path: Path, shapes: Sequence[Shape], cache: Path) -> Dict[Shape, Tuple[List[int], int]]:
+    """``{input shape: (shape of output 0, its bytes)}`` from ONNX Runtime for each of ``shapes`` (cached under
+    ``cache``)."""
+    import onnxruntime as ort
+
+    digest = hashlib.sha256(Path(onnx_path).read_bytes()).hexdigest()[:16]
+    file = cache / f"{Path(onnx_path).parent.name}-{digest}-ort{ort.__version__}.json"
+    known: Dict[Shape, Tuple[List[int], int]] = {}
+    if file.is_file():
+        known = {tuple(k): (v, n) for k, v, n in json.loads(file.read_text())}
+    todo = [tuple(s) for s in shapes if tuple(s) not in known]
+    if todo:
+        procs = max(1, min(os.cpu_count() or 1, len(todo)))
+        chunks = [todo[i::procs] for i in range(procs)]
+        spawn = multiprocessing.get_context("spawn")  # not fork: the test process holds PaddleX's threads
+        with ProcessPoolExecutor(procs, spawn, initializer=_start, initargs=(str(onnx_path),)) as pool:
+            for part in pool.map(_run, chunks):
+                known.update({k: (v, n) for k, v, n in part})
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps([[list(k), v, n] for k, (v, n) in sorted(known.items())]))
+        tmp.replace(file)
+    return {tuple(s): known[tuple(s)] for s in shapes}
