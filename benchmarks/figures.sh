@@ -47,8 +47,8 @@ echo "== paddlex-npu capacity $OUT/benchmark.json"
 "${CLI[@]}" capacity "$OUT/benchmark.json" --json "$OUT/capacity.json" | tee "$OUT/capacity.txt"
 
 if [ -n "${FIGURES_SERVE:-}" ]; then
-  echo "== paddlex-npu benchmark --serve --concurrency 16 --seconds 12"
-  "${CLI[@]}" benchmark --serve --concurrency 16 --seconds 12 --json "$OUT/serve.json" \
+  echo "== paddlex-npu benchmark --serve --concurrency 16 --seconds 12 --rounds 3"
+  "${CLI[@]}" benchmark --serve --concurrency 16 --seconds 12 --rounds 3 --json "$OUT/serve.json" \
     2> "$OUT/serve.stderr" | tee "$OUT/serve.txt"
 fi
 

@@ -124,6 +124,8 @@ def _print_serve_load(report, targets) -> None:
             f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}"
             f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}"
         )
+        if len(p.rounds_requests_per_s) > 1:
+            print(f"    rounds (median kept): {' / '.join(f'{v:.1f}' for v in p.rounds_requests_per_s)} req/s")
         if p.batch_mean:
             print(
                 f"    Triton's statistics: {p.batch_mean:.1f} requests per execution; per request "
@@ -161,6 +163,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
             soak_seconds=args.soak,
             triton_instances=args.instances,
             runtime=args.runtime,
+            rounds=args.rounds,
             **parse_servers(args.servers),
         )
     except ValueError as exc:
@@ -272,7 +275,8 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
         "--rounds",
         type=positive_int,
         default=1,
-        help="time the NPU routes this many times, interleaved, and keep each route's median round (default 1)",
+        help="time the NPU routes (--serve: every server's points, all servers running) this many times, "
+        "interleaved, and keep each one's median round (default 1)",
     )
     p.add_argument(
         "--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor (default 1,2,3)"
@@ -298,6 +302,12 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
     )
     _runtime_arg(p)
     p.add_argument("--json", help="write the figures and the targets to this JSON file")
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="run every server at once and time each point this many times, interleaved; keep the median (default 1)",
+    )
     _serving_options(p)
     p.set_defaults(command_name="serve-bench")
 

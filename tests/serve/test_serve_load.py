@@ -15,7 +15,16 @@ pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton 
 
 def test_benchmark_serve_runs_every_kind_of_server(tmp_path, capsys):
     out = tmp_path / "figures.json"
-    argv = ["benchmark", "--serve", "--servers", "triton-batching,serve-1,paddlex", "--concurrency", "2"]
+    argv = [
+        "benchmark",
+        "--serve",
+        "--servers",
+        "triton-batching,serve-1,paddlex",
+        "--concurrency",
+        "2",
+        "--rounds",
+        "2",
+    ]
     assert (
         cli.main(
             argv + ["--seconds", "0.5", "--warmup", "0.5", "--json", str(out), "--workdir", str(tmp_path / "work")]
@@ -35,11 +44,13 @@ def test_benchmark_serve_runs_every_kind_of_server(tmp_path, capsys):
         assert p["requests"] > 0 and p["failed"] == 0 and p["first_failure"] == "", p
         assert p["server_cpu_ms"] > 0 and p["client_cpu_ms"] > 0, p  # the server's process tree was measured
         assert p["unseen"] >= 0  # counted; not asserted 0: on so short a warm-up a batch size may first show later
+        assert len(p["rounds_requests_per_s"]) == 2 and p["requests_per_s"] == min(p["rounds_requests_per_s"])
         if p["server"].startswith("Triton"):  # from Triton's statistics API
             assert p["batch_mean"] >= 1 and p["compute_ms"] > 0, p
     assert figures["runtime"] == "simulated" and figures["targets"]["failed"] == 0
     assert (tmp_path / "work" / "sim-store").is_dir() and len(list((tmp_path / "work").glob("server*.log"))) == 3
     assert "req/s" in printed and "PaddleX basic serving" in printed and "target >= 1.6" in printed
+    assert "rounds (median kept)" in printed and "serve K=1 / PaddleX basic serving" in printed
 
 
 def test_plan_and_requests():
