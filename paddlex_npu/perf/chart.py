@@ -95,7 +95,8 @@ def header_text(report: BenchmarkReport) -> List[str]:
     else:
         bound_text = "No bound: the NPU serial route did not run."
     return [
-        f"Models: {models}. Inputs: {report.input_desc or f'{report.inputs} inputs'}, {report.repeat} timed pass(es).",
+        f"Models: {models}. Inputs: {report.input_desc or f'{report.inputs} inputs'}, {report.repeat} timed pass(es)"
+        + (f"; NPU routes: median of {report.rounds} interleaved rounds." if report.rounds > 1 else "."),
         _device_text(report),
         bound_text,
         f"Machine: {report.cores} cores, {report.cpu}, PaddleX {report.paddlex}, load average {load} (start/end)"

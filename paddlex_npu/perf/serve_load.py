@@ -252,7 +252,8 @@ def measure(
 
 def triton_stats(port: Optional[int], model: str) -> Dict[str, float]:
     """Triton's statistics of ``model`` (summed over versions), from its statistics API
-    (``GET /v2/models/<model>/stats``, exact at once, where its Prometheus counters refresh every few seconds):
+    (``GET /v2/models/<model>/stats``, which counts each request as it ends, where its Prometheus counters
+    refresh every 2 s):
     ``requests`` (successful inferences), ``executions``, ``queue_ms`` and ``compute_ms`` (summed over requests);
     empty without a port or when the server does not answer."""
     if port is None:
@@ -335,32 +336,19 @@ def paddlex_server(pipeline_yaml: Path, env: Dict[str, str]) -> Server:
 def prime_recognition(model_folder: Path, line: Path, env: Dict[str, str]) -> int:
     """On the simulated device, record the recognition model's outputs for ``line`` at every batch size up to
     its ``max_batch_size`` before the server runs (``env``: the run's store), so that no batch Triton forms is
-    computed on the CPU in the middle of a timed point; the image is decoded as the model decodes a request.
-    Returns the batch sizes primed."""
-    import yaml
-    from paddlex.inference.serving.infra.utils import image_bytes_to_array
+    computed on the CPU in the middle of a timed point. Returns the batch sizes primed."""
+    from ..serve.triton_model import run_every_batch
 
-    from ..paddlex.pipelines import model_on_device
-
-    spec = yaml.safe_load((model_folder / "model.yaml").read_text(encoding="utf-8"))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        batch = int(spec.get("batch_size", 1))
-        predictor = model_on_device(
-            spec["model_dir"], spec["model_name"], 0, env.get(envs.RUNTIME.name), batch, spec.get("hpi_config")
-        )
-        image = image_bytes_to_array(Path(line).read_bytes())
-        for n in range(1, batch + 1):
-            list(predictor.predict([image] * n))
-        predictor.close()
+        return run_every_batch(model_folder, Path(line).read_bytes(), env.get(envs.RUNTIME.name))
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return batch
 
 
 def triton_server(

@@ -251,17 +251,7 @@ class TextRecognitionModel(_Model):
     ``result.prunedResult`` = ``{"rec_text", "rec_score"}``; a batch of requests is one ``predict`` batch."""
 
     def load(self) -> None:
-        from ..paddlex.pipelines import model_on_device
-
-        spec = yaml.safe_load((self.version_dir / "model.yaml").read_text(encoding="utf-8"))
-        self.predictor = model_on_device(
-            spec["model_dir"],
-            spec["model_name"],
-            self.device_id,
-            self.runtime,
-            batch_size=int(spec.get("batch_size", 1)),
-            hpi=spec.get("hpi_config"),
-        )
+        self.predictor = recognition_predictor(self.version_dir, self.device_id, self.runtime)
 
     def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
         from paddlex.inference.serving.infra import utils as serving_utils
@@ -301,3 +291,38 @@ class TextRecognitionModel(_Model):
                 for (i, log_id, _), item in zip(todo, preds):
                     answers[i] = ok_body({"prunedResult": pruned(item)}, log_id)
         return [a for a in answers if a is not None]
+
+
+def recognition_predictor(version_dir: Path, device_id: int, runtime: Optional[str]) -> Any:
+    """The recognition model of a repository version folder (its ``model.yaml``) on ``npu:<device_id>``, with
+    the batch size Triton may hand it."""
+    from ..paddlex.pipelines import model_on_device
+
+    spec = yaml.safe_load((Path(version_dir) / "model.yaml").read_text(encoding="utf-8"))
+    return model_on_device(
+        spec["model_dir"],
+        spec["model_name"],
+        device_id,
+        runtime,
+        batch_size=int(spec.get("batch_size", 1)),
+        hpi=spec.get("hpi_config"),
+    )
+
+
+def run_every_batch(version_dir: Path, line: bytes, runtime: Optional[str]) -> int:
+    """Run the recognition model of ``version_dir`` on the image file ``line``, decoded as a request's, at every
+    batch size up to its batch size (on the simulated device: records each batch, so that none is computed on
+    the CPU while a server is measured). Returns that batch size."""
+    from paddlex.inference.serving.infra.utils import image_bytes_to_array
+
+    predictor = recognition_predictor(version_dir, 0, runtime)
+    try:
+        image = image_bytes_to_array(line)
+        batch = int(yaml.safe_load((Path(version_dir) / "model.yaml").read_text(encoding="utf-8")).get("batch_size", 1))
+        for n in range(1, batch + 1):
+            list(predictor.predict([image] * n))
+        return batch
+    finally:
+        close = getattr(predictor, "close", None)
+        if close:
+            close()

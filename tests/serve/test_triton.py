@@ -143,13 +143,18 @@ def test_recognition_answers_convert_results_without_paddlex_deep_copy(npu_pipel
 
 def test_statistics_api_counts_each_request_at_once(triton, images):
     """The load benchmark's figures of Triton (requests per execution, queue and compute time) come from its
-    statistics API, which counts a request as soon as it is answered (its Prometheus counters lag)."""
+    statistics API, which counts a request as it ends (just after its answer: bounded wait), where its
+    Prometheus counters refresh every 2 s."""
     from paddlex_npu.perf.serve_load import triton_stats
 
     before = triton_stats(triton["http_port"], "text_recognition")
     ans = _ask(triton["http"], httpclient, "text_recognition", {"file": _b64(images["english"])})
     assert ans["errorCode"] == 0, ans
-    after = triton_stats(triton["http_port"], "text_recognition")
+    deadline = time.monotonic() + 5
+    while (after := triton_stats(triton["http_port"], "text_recognition"))["requests"] == before["requests"]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     assert after["requests"] == before["requests"] + 1 and after["executions"] == before["executions"] + 1
     assert after["compute_ms"] > before["compute_ms"] and after["queue_ms"] >= before["queue_ms"]
     assert triton_stats(None, "text_recognition") == {}
