@@ -367,7 +367,7 @@ def triton_server(
         repo.root, workdir / "work", http_port, grpc_port, metrics_port, host="127.0.0.1"
     )
     triton_env.update(env)
-    return Server(name, argv, triton_env, http_port, "/v2/health/ready", "triton", (REC_MODEL, OCR_MODEL), metrics_port)
+    return Server(name, argv, triton_env, http_port, "/v2/health/ready", "triton", (REC_MODEL, OCR_MODEL))
 
 
 # -- the plan -------------------------------------------------------------------------------------------------
