@@ -223,8 +223,7 @@ def measure(
     before, server_cpu, client_cpu = store_entries(store), tree_cpu_seconds(server.pid), time.process_time()
     tally, wall = drive(server.port, path, body, check, concurrency, seconds)
     server_cpu, client_cpu = tree_cpu_seconds(server.pid) - server_cpu, time.process_time() - client_cpu
-    after = triton_stats(server.port if server.kind == "triton" else None, model)
-    triton = {k: v - triton0.get(k, 0.0) for k, v in after.items()}
+    triton = _settled(server.port if server.kind == "triton" else None, model, triton0, len(tally.latencies))
     requests = triton.get("requests", 0.0)
     lat = tally.latencies or [float("nan")]
     p50, p95 = (float(np.percentile(lat, q)) * 1000.0 for q in (50, 95))
@@ -248,6 +247,17 @@ def measure(
         triton.get("queue_ms", 0.0) / requests if requests else 0.0,
         triton.get("compute_ms", 0.0) / requests if requests else 0.0,
     )
+
+
+def _settled(port: Optional[int], model: str, before: Dict[str, float], answered: int) -> Dict[str, float]:
+    """Triton's statistics since ``before``, once they count the ``answered`` requests (Triton records a request
+    just after its answer; at most 2 s)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        delta = {k: v - before.get(k, 0.0) for k, v in triton_stats(port, model).items()}
+        if not delta or delta["requests"] >= answered or time.monotonic() > deadline:
+            return delta
+        time.sleep(0.01)
 
 
 def triton_stats(port: Optional[int], model: str) -> Dict[str, float]:
