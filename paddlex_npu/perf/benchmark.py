@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from ..paddlex.stages import instrument
 from ..run import simulated
 
 SERIAL = "NPU serial"
+T = TypeVar("T")
 Progress = Callable[[str, int], None]
 _SIM_KEYS = ("device_ms", "replay_ms", "computed")
 _STAGE_KEYS = ("pre_seconds", "model_seconds", "post_seconds")
@@ -413,7 +414,7 @@ def run_benchmark(
             progress(SERIAL, rounds * repeat * len(inputs))
         executors: Dict[int, ParallelExecutor] = {}
         for r in range(rounds):
-            if serial is not None and SERIAL not in report.skipped:
+            if SERIAL not in report.skipped:
                 try:
                     models: Dict[str, Any] = {}
                     measured.setdefault(SERIAL, []).append(
@@ -446,15 +447,15 @@ def run_benchmark(
                     measured.pop(route, None)
     for route, figures in measured.items():
         if route not in report.skipped:
-            report.routes.append(_median_round(figures))
+            median = median_round(figures, lambda f: f.images_per_s)
+            median.rounds_images_per_s = [f.images_per_s for f in figures]
+            report.routes.append(median)
     _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report
 
 
-def _median_round(figures: List[RouteFigures]) -> RouteFigures:
-    """The round of median throughput (the lower middle one of an even count), with every round's figure."""
-    ordered = sorted(figures, key=lambda f: f.images_per_s)
-    median = ordered[(len(ordered) - 1) // 2]
-    median.rounds_images_per_s = [f.images_per_s for f in figures]
-    return median
+def median_round(rounds: Sequence[T], rate: Callable[[T], float]) -> T:
+    """The round of median ``rate`` (the lower middle one of an even count): what a route or a server point
+    reports when it was timed in several rounds."""
+    return sorted(rounds, key=rate)[(len(rounds) - 1) // 2]

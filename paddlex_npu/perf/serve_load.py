@@ -442,7 +442,7 @@ def run_serve_load(
     replay store ``store`` (default: a new folder under ``workdir``, so ``unseen`` counts this run's misses)."""
     import base64
 
-    from .benchmark import _cpu_name
+    from .benchmark import _cpu_name, median_round
 
     plan = plan or LoadPlan()
     workdir = Path(workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
@@ -465,7 +465,7 @@ def run_serve_load(
     with contextlib.ExitStack() as stack:  # with rounds, every server runs at once (idle but for its turn)
         for r in range(plan.rounds):
             for i, (server, soaked) in enumerate(servers):
-                if r == 0 or plan.rounds == 1:
+                if r == 0:
                     if plan.rounds == 1 and i > 0:  # one round: one server at a time, as few processes as can be
                         stack.close()
                     stack.enter_context(running(server, workdir / f"server{i}.log"))
@@ -478,8 +478,7 @@ def run_serve_load(
                         if on_point:
                             on_point(point)
     for points in rounds.values():
-        ordered = sorted(points, key=lambda p: p.requests_per_s)
-        median = ordered[(len(ordered) - 1) // 2]
+        median = median_round(points, lambda p: p.requests_per_s)
         median.rounds_requests_per_s = [p.requests_per_s for p in points]
         report.points.append(median)
     report.load_average = (load0, os.getloadavg()[0])
