@@ -33,7 +33,6 @@ class ReplicaPool:
         self.pipeline = pipeline
         self.device_id = device_id
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="paddlex-npu-replica")
-        self._queued = 0
 
     def submit(
         self, item: Any, kwargs: Optional[Dict[str, Any]] = None, transform_kwargs: Optional[Dict[str, Any]] = None

@@ -251,7 +251,7 @@ class TextRecognitionModel(_Model):
     ``result.prunedResult`` = ``{"rec_text", "rec_score"}``; a batch of requests is one ``predict`` batch."""
 
     def load(self) -> None:
-        self.predictor = recognition_predictor(self.version_dir, self.device_id, self.runtime)
+        self.predictor = recognition_predictor(recognition_spec(self.version_dir), self.device_id, self.runtime)
 
     def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
         from paddlex.inference.serving.infra import utils as serving_utils
@@ -293,12 +293,16 @@ class TextRecognitionModel(_Model):
         return [a for a in answers if a is not None]
 
 
-def recognition_predictor(version_dir: Path, device_id: int, runtime: Optional[str]) -> Any:
-    """The recognition model of a repository version folder (its ``model.yaml``) on ``npu:<device_id>``, with
-    the batch size Triton may hand it."""
+def recognition_spec(version_dir: Path) -> Dict[str, Any]:
+    """The recognition model's ``model.yaml`` of a repository version folder (``model_name``, ``model_dir``,
+    ``batch_size``: the batch Triton may hand it, ``hpi_config``)."""
+    return yaml.safe_load((Path(version_dir) / "model.yaml").read_text(encoding="utf-8"))
+
+
+def recognition_predictor(spec: Dict[str, Any], device_id: int, runtime: Optional[str]) -> Any:
+    """The recognition model of ``spec`` (:func:`recognition_spec`) on ``npu:<device_id>``."""
     from ..paddlex.pipelines import model_on_device
 
-    spec = yaml.safe_load((Path(version_dir) / "model.yaml").read_text(encoding="utf-8"))
     return model_on_device(
         spec["model_dir"],
         spec["model_name"],
@@ -315,10 +319,11 @@ def run_every_batch(version_dir: Path, line: bytes, runtime: Optional[str]) -> i
     the CPU while a server is measured). Returns that batch size."""
     from paddlex.inference.serving.infra.utils import image_bytes_to_array
 
-    predictor = recognition_predictor(version_dir, 0, runtime)
+    spec = recognition_spec(version_dir)
+    predictor = recognition_predictor(spec, 0, runtime)
     try:
         image = image_bytes_to_array(line)
-        batch = int(yaml.safe_load((Path(version_dir) / "model.yaml").read_text(encoding="utf-8")).get("batch_size", 1))
+        batch = int(spec.get("batch_size", 1))
         for n in range(1, batch + 1):
             list(predictor.predict([image] * n))
         return batch
