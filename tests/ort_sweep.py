@@ -16,19 +16,24 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 Shape = Tuple[int, ...]
 _SESSION = None
 
 
-def _start(path: str) -> None:
-    global _SESSION
+def session(path: Union[str, Path]) -> Any:
+    """An ONNX Runtime CPU session on one intra-op thread (one per core: the sweep's processes run side by side)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    _SESSION = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _start(path: str) -> None:
+    global _SESSION
+    _SESSION = session(path)
 
 
 def _run(shapes: Sequence[Shape]) -> List[Tuple[Shape, List[int], int]]:

@@ -23,6 +23,7 @@ from paddlex_npu.run.buffers import MIN_BYTES
 from paddlex_npu.run.runner import build_om_runner
 from paddlex_npu.samples import assets
 from tests.ort_sweep import output_shapes
+from tests.ort_sweep import session as ort_session
 
 RECS = (assets.REC, assets.REC_V5, assets.REC_V6_TINY, assets.REC_V6_SMALL)
 DETS = (assets.DET, assets.DET_V6_TINY, assets.DET_V6_SMALL)
@@ -78,14 +79,6 @@ class _OnnxShapes:
         return dims or None  # 0: a dim it cannot tell (PP-OCRv6 small's batch, after a reshape)
 
 
-def _ort(path):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
 @pytest.mark.parametrize("name", RECS)
 def test_every_rec_width_gets_what_the_model_writes(asset_root, name):
     runner = _runner(asset_root, name)
@@ -104,7 +97,7 @@ def test_every_rec_width_gets_what_the_model_writes(asset_root, name):
             shape, nbytes = real[(1, 3, 48, w)]
             assert shape == claimed[w] and nbytes == math.prod(claimed[w]) * itemsize, (w, shape, claimed[w])
             assert _within(runner.output_sizes(_feeds([[1, 3, 48, w]]))[0], nbytes), w
-        session = _ort(onnx_path)
+        session = ort_session(onnx_path)
         for w in LIVE_WIDTHS:  # the cached figures are ONNX Runtime's: a spread of them again, live
             (out,) = session.run(None, {session.get_inputs()[0].name: np.zeros((1, 3, 48, w), np.float32)})[:1]
             assert list(out.shape) == real[(1, 3, 48, w)][0], w
@@ -143,7 +136,7 @@ def test_a_grid_of_det_sizes_gets_what_the_model_writes(asset_root, name):
             out_shape, nbytes = real[shape]
             assert out_shape == runner._sizer.shapes_for([list(shape)])[0], shape
             assert _within(runner.output_sizes(_feeds([list(shape)]))[0], nbytes), shape
-        session = _ort(asset_root / "om" / name / "inference.onnx")
+        session = ort_session(asset_root / "om" / name / "inference.onnx")
         for h, w in ORT_DET:  # live
             (out,) = session.run(None, {"x": np.zeros((1, 3, h, w), np.float32)})
             assert list(out.shape) == real[(1, 3, h, w)][0]
