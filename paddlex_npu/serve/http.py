@@ -18,16 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import (
-    PaddlexNpuError,
-    PoolClosedError,
-    QueueFullError,
-    RequestTimeoutError,
-    WorkerCrashedError,
-    category_of,
-)
-from ..errors import http_status as category_status
-from ..executor.pool import RestartBudget, WorkerPool
+from ..errors import PaddlexNpuError, QueueFullError, WorkerFailureError, category_of, reply, reply_to
+from ..executor.pool import Pool, RestartBudget, WorkerPool
 from ..log import logger
 from . import images as pixel_guard
 from . import metrics, observe
@@ -65,7 +57,7 @@ class _State:
     draining: bool = False
     in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    pool: Optional[WorkerPool] = None
+    pool: Optional[Pool] = None
     capacity: Optional[int] = None  # POSTs admitted at once (workers + --max-queue); 503 + Retry-After beyond
     admitted: int = 0
 
@@ -87,15 +79,15 @@ async def _answer(
 
 
 def error_answer(exc: BaseException) -> Tuple[int, str, list]:
-    """``(status, message, extra headers)`` for an error of ours on the request path, by category: a full queue
-    or a lost worker 503 (+ ``Retry-After``), a timeout 504, bad input 422, device 503, anything else 500."""
-    retry = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
-    if isinstance(exc, (QueueFullError, PoolClosedError, WorkerCrashedError)):
-        return 503, f"{type(exc).__name__}: {exc}", retry
-    if isinstance(exc, RequestTimeoutError):
-        return 504, f"{type(exc).__name__}: {exc} (the server's --request-timeout); its worker was replaced", []
-    status, message = category_status(exc)
-    return status, message, retry if status == 503 else []
+    """``(status, message, extra headers)`` for an error on the request path, from the one reply table
+    (:data:`~..errors.REPLIES`): ``Retry-After`` when the same request may succeed later."""
+    if isinstance(exc, WorkerFailureError):
+        status, message, retry = reply_to(exc.failure)
+        if exc.failure.category == "timeout":
+            message += " (the server's --request-timeout)"
+    else:
+        status, message, retry = reply(exc)
+    return status, message, [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())] if retry else []
 
 
 class _Call:
@@ -310,7 +302,7 @@ class WorkerPipeline:
     """Stands in for PaddleX's ``PipelineWrapper`` (``ctx.pipeline``): ``infer`` checks the options, then runs
     ``pipeline.predict`` in a worker of the pool and awaits it without holding a thread."""
 
-    def __init__(self, pool: WorkerPool, replaced: Any, visualize_default: bool, config: Dict[str, Any]) -> None:
+    def __init__(self, pool: Pool, replaced: Any, visualize_default: bool, config: Dict[str, Any]) -> None:
         self._pool = pool
         self._replaced = replaced  # PaddleX's own wrapper (its thread is idle): closed with us
         self._visualize_default = visualize_default
@@ -342,13 +334,11 @@ class WorkerPipeline:
             if call is not None and call.gone:
                 raise HTTPException(status_code=499, detail="the client closed the connection") from None
             raise
-        if not done.done.ok:
-            kind, message, trace, category = (*done.done.payload, "runtime")[:4]
-            if category == "input":
-                raise HTTPException(status_code=422, detail=f"{kind}: {message}")
-            logger.error("serve: the pipeline raised in worker %d:\n%s", done.pid, trace)
-            status = 503 if category == "device" else 500
-            raise HTTPException(status_code=status, detail=f"{kind}: {message}")
+        failure = done.done.failure
+        if failure is not None:
+            if failure.category != "input":
+                logger.error("serve: the pipeline failed in worker %d:\n%s", done.pid, failure.traceback or failure)
+            raise WorkerFailureError(failure)
         for item in done.done.payload:
             if isinstance(item, dict) and item.keys() == {"error"}:  # PaddleX's answer to settings it cannot take
                 raise HTTPException(status_code=422, detail=f"PaddleX: {item['error']}")
@@ -373,7 +363,7 @@ class _NoPipeline:
         pass
 
 
-def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: ServeOptions) -> Tuple[Any, _State]:
+def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: ServeOptions) -> Tuple[Any, _State]:
     """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
     from fastapi.exceptions import HTTPException, RequestValidationError
     from fastapi.responses import JSONResponse
