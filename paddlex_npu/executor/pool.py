@@ -479,7 +479,11 @@ class WorkerPool:
                     w.device_id,
                 )
                 w.process.kill()
-                self._dead(w, f"the input ran over the timeout of {job.timeout:g} s; its worker was replaced")
+                self._dead(
+                    w,
+                    f"the input ran over the timeout of {job.timeout:g} s (serve's --request-timeout, the executor's "
+                    "timeout); its worker was replaced",
+                )
 
 
 def _fail(future: Future, exc: BaseException) -> None:

@@ -1,6 +1,6 @@
 """A Ray Serve deployment answering PaddleX's basic-serving schema (``POST /ocr`` for the OCR pipeline, and
 ``/health``), the same JSON as ``paddlex-npu serve``: each replica is the app of ``paddlex-npu serve``
-(:func:`paddlex_npu.serve.http.create_app`: PaddleX's routes and validation, the body-size and content-type
+(:func:`paddlex_npu.serve.app.create_app`: PaddleX's routes and validation, the body-size and content-type
 guard, the route's errors mapped to status codes) over one pipeline in the replica itself, on the NPU Ray
 assigned to it (``ray_actor_options={"resources": {"NPU": 1}}``). Replicas scale with Serve's autoscaling
 config; a request is answered by one replica, one pipeline call at a time (the device call holds the GIL).
@@ -89,7 +89,7 @@ class PipelineReplica:
         self.pool = ReplicaPool(pipeline_on_device(config, self.device_id, runtime), self.device_id)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from ..serve.http import create_app
+        from ..serve.app import create_app
 
         app, _state = create_app(self.config, self.pool, self.options)
         return app
