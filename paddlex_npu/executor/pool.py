@@ -246,27 +246,24 @@ class WorkerPool:
 
     def close(self, wait: bool = True, timeout: float = 30.0, force: bool = False) -> None:
         """Stop taking requests; waiting ones fail with :class:`PoolClosedError`; workers finish their request
-        (``wait``) and exit, and are terminated if they linger (``force``: at once, e.g. after Ctrl-C)."""
-        with self._lock:
+        (``wait``) and exit, and are terminated if they linger (``force``: at once, e.g. after Ctrl-C). The workers
+        are stopped whatever happens meanwhile (a second Ctrl-C)."""
+        with self._lock:  # the supervisor starts no worker once closing is set
             self._closing = True
             queued, self._queue = list(self._queue), collections.deque()
-        for job in queued:
-            _fail(job.future, PoolClosedError("the pool is shutting down; retry on another server"))
-        self._wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout if wait and not force else 5)
-        with self._lock:
             workers, self._workers = self._workers, []
         try:
             if not force:
                 _ask_to_stop(workers, time.monotonic() + (timeout if wait else 2.0))
         finally:
             _stop_all(workers)
-            for w in workers:
-                if w.job is not None:
-                    _fail(w.job.future, PoolClosedError("the pool shut down before this request finished"))
-            for s in (self._wake_r, self._wake_w):
-                s.close()
+            self._wake()
+            for job in queued + [w.job for w in workers if w.job is not None]:
+                _fail(job.future, PoolClosedError("the pool is shutting down; retry on another server"))
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(5)
+            for sock in (self._wake_r, self._wake_w):
+                sock.close()
 
     # ---- requests -----------------------------------------------------------------------------------------
     def submit(

@@ -143,7 +143,7 @@ def _answer_errors(app: Any) -> None:
     def by_table(request: Any, exc: BaseException) -> Any:
         status, message, headers = error_answer(exc)
         observe.set_category(request, category_of(exc))
-        if status >= 500:
+        if status >= 500 and not isinstance(exc, WorkerFailureError):  # a worker's failure is logged with its trace
             logger.error("serve: %s %s: %s", request.method, request.url.path, message, exc_info=exc)
         extra = {k.decode(): v.decode() for k, v in headers}
         return JSONResponse(error_body(status, message), status_code=status, headers=extra)
