@@ -76,6 +76,12 @@ SIM_LOCKS = EnvVar(
     "`$TMPDIR/paddlex_npu_sim-<uid>`",
     "Lock files of the simulated devices: processes that share this folder share the simulated NPUs.",
 )
+SIM_DEVICE_LOST = EnvVar(
+    "PADDLEX_NPU_SIM_DEVICE_LOST",
+    "unset (never)",
+    "A fault of the simulated device, for tests: `N` makes the Nth device call of each process, and every later "
+    "one, fail with `DeviceLostError` (a lost device context); a fresh process counts from 1 again.",
+)
 LOG_FORMAT = EnvVar(
     "PADDLEX_NPU_LOG_FORMAT",
     "unset (the library logs nowhere)",
@@ -111,6 +117,7 @@ VARIABLES: Tuple[EnvVar, ...] = (
     WORKERS_PER_DEVICE,
     SIM_STORE,
     SIM_LOCKS,
+    SIM_DEVICE_LOST,
     LOG_FORMAT,
     LOG_LEVEL,
     PDX_FONT,
@@ -155,6 +162,17 @@ def sim_store() -> Path:
 
 def sim_locks() -> Path:
     return Path(SIM_LOCKS.get() or Path(tempfile.gettempdir()) / f"paddlex_npu_sim-{os.getuid()}")
+
+
+def sim_device_lost() -> Optional[int]:
+    """``$PADDLEX_NPU_SIM_DEVICE_LOST`` as a call number (None when unset); a value that is no positive integer
+    is refused with the fix."""
+    value = SIM_DEVICE_LOST.get()
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{SIM_DEVICE_LOST.name}={value!r}: give the device call (1, 2, ...) that loses the device")
+    return int(value)
 
 
 def markdown_table() -> str:

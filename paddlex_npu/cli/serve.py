@@ -184,12 +184,16 @@ def run_triton_serve(args: argparse.Namespace) -> int:
     except PaddlexNpuError as exc:
         return fail("triton-serve", exc)
     print(" ".join(argv), flush=True)
-    from ..serve.triton_watch import run_supervised
+    from ..executor.pool import RestartBudget
+    from ..serve.triton_watch import DEFAULT_RELOADS, run_supervised
 
     local = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
-    return run_supervised(
-        argv, env, (local, args.http_port), lambda text: print(text, file=sys.stderr, flush=True), not args.poll
-    )
+    budget = RestartBudget(DEFAULT_RELOADS if args.restart_limit is None else args.restart_limit, args.restart_window)
+    return run_supervised(argv, env, (local, args.http_port), _say, not args.poll, budget)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def triton_serve_args(p: argparse.ArgumentParser) -> None:
@@ -206,6 +210,12 @@ def triton_serve_args(p: argparse.ArgumentParser) -> None:
         help="folder for the Python backend files (None: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
         "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
     )
+    p.add_argument(
+        "--restart-limit",
+        type=int,
+        help="model reloads after a dead stub per --restart-window (then the model is unloaded: /ready 503); None: 4",
+    )
+    p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
 
 
 COMMANDS = (
