@@ -148,3 +148,10 @@ class PoolClosedError(PaddlexNpuError, RuntimeError):
 
 class WorkerStartError(ExecutorError):
     """A worker could not load its pipeline; the message ends with the worker's own error (its last line)."""
+
+
+class DeviceLostError(PaddlexNpuError, RuntimeError):
+    """The device context is unusable after a device-fatal ACL error (AI Core exception, device lost, context
+    error): the process must be replaced to get a fresh context."""
+
+    category = "device_lost"
