@@ -92,7 +92,7 @@ def test_the_older_generation_cannot_borrow_and_says_what_to_do(monkeypatch, tmp
     assert not any("borrows" in w for w in warnings)
 
 
-def test_the_older_generation_is_refused_before_the_call_when_a_library_initialised_acl(monkeypatch, tmp_path, warnings):
+def test_the_older_generation_is_refused_before_the_call_after_another_init(monkeypatch, tmp_path, warnings):
     _aclruntime(monkeypatch, tmp_path, borrows=False)
     acl = FakeAcl(initialised=True)
     cls = session_class(acl, borrows=False)

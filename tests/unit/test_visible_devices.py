@@ -38,7 +38,9 @@ def test_an_id_cann_does_not_read_is_not_counted(monkeypatch):
 
 def test_ids_not_ascending_are_refused(monkeypatch):
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "3,1")
-    with pytest.raises(ConfigError, match="only ascending, distinct chip ids here: write ASCEND_RT_VISIBLE_DEVICES=1,3"):
+    with pytest.raises(
+        ConfigError, match="only ascending, distinct chip ids here: write ASCEND_RT_VISIBLE_DEVICES=1,3 "
+    ):
         device_ids.check_device_id(0)
     with pytest.raises(ConfigError, match="only ascending"):
         device_ids.physical_npu(0)
