@@ -446,7 +446,8 @@ def run_selftest(
         from ..run.reference_acl import ReferenceAcl
 
         ais = Check("runtime", PASS, "CPU reference runtime (ONNX Runtime on each package's inference.onnx)")
-        acl_check = Check("pyACL", PASS, "pyACL calls answered from each package's manifest (run/reference_acl.py)")
+        why = "pyACL calls answered from each package's recorded ATC command and ONNX graph (run/reference_acl.py)"
+        acl_check = Check("pyACL", PASS, why)
         acl = acl or ReferenceAcl()
     else:
         ais, (acl_check, acl) = _ais_bench(), _pyacl(acl)
