@@ -29,9 +29,11 @@ import sys
 
 from . import envs
 from .errors import (
+    AclCallError,
     ConfigError,
     ConvertError,
     DeviceCallError,
+    DeviceLostError,
     ExecutorError,
     IllegalPathError,
     InputMismatchError,
@@ -57,9 +59,11 @@ from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
 
 __all__ = [
+    "AclCallError",
     "ConfigError",
     "ConvertError",
     "DeviceCallError",
+    "DeviceLostError",
     "ExecutorError",
     "IllegalPathError",
     "MismatchError",

@@ -155,3 +155,13 @@ class DeviceLostError(PaddlexNpuError, RuntimeError):
     error): the process must be replaced to get a fresh context."""
 
     category = "device_lost"
+
+
+class AclCallError(PaddlexNpuError, RuntimeError):
+    """A pyACL call answered with ``ret`` != 0 or with a value of the wrong shape (``selftest``'s checks)."""
+
+    category = "device"
+
+    def __init__(self, call: str, ret: Optional[int], why: str = "") -> None:
+        self.call, self.ret = call, ret
+        super().__init__(f"{call} returned {ret}" + (f" ({why})" if why else ""))

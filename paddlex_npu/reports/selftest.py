@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import AclCallError, ConfigError
 from ..run.device_ids import VISIBLE_ENV, device_hint, soc_matches
 from ..version import __version__
 
@@ -234,14 +234,6 @@ def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench"
 
 
 ACL_ERROR_REPEAT_INITIALIZE = 100002  # aclInit in a process where ACL is already initialised (ais_bench did it)
-
-
-class AclCallError(Exception):
-    """A pyACL call answered with ``ret`` != 0 or with a value of the wrong shape."""
-
-    def __init__(self, call: str, ret: Optional[int], why: str = "") -> None:
-        self.call, self.ret = call, ret
-        super().__init__(f"{call} returned {ret}" + (f" ({why})" if why else ""))
 
 
 def acl_value(call: str, answer: Any, *keys: str) -> Any:

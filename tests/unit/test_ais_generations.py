@@ -153,3 +153,28 @@ def test_a_lost_device_at_open_is_device_lost(monkeypatch, warnings):
     install(monkeypatch, acl, Lost)
     with pytest.raises(DeviceLostError, match="507901 \\(ACL_ERROR_RT_SOCKET_CLOSE\\)"):
         ais.open_session("m.om", 0)
+
+
+def test_the_runner_lets_device_lost_through_and_explains_other_failures(monkeypatch, tmp_path, warnings):
+    """The OM runner turns a failed call into DeviceCallError (model, shapes, sizes) but must not hide a lost
+    context behind it: the worker's supervisor looks for DeviceLostError."""
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.errors import DeviceCallError
+    from paddlex_npu.run.runner import build_om_runner
+    from tests.onnx_models import image_model, tiny_package
+
+    tiny_package(tmp_path, image_model)
+    (tmp_path / "inference.om").write_bytes(b"om")
+    acl = FakeAcl()
+    cls = session_class(acl)
+    install(monkeypatch, acl, cls)
+    runner = build_om_runner(tmp_path, runtime="ais_bench", device_id=0, config=OMBackendConfig(warmup_runs=0))
+    try:
+        cls.fail_with = -1
+        with pytest.raises(DeviceCallError, match=r"session failed \(\[-1\]"):
+            runner(X)
+        cls.fail_with = 507015
+        with pytest.raises(DeviceLostError, match="507015"):
+            runner(X)
+    finally:
+        runner.close()
