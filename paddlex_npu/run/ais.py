@@ -198,19 +198,22 @@ def ais_bench_borrows() -> Optional[bool]:
 
 
 def default_context(device_id: int) -> Optional[Any]:
-    """The default context of ``device_id`` (pyACL: ``set_device`` makes it current; it is the same in every
-    thread of the process, CANN ``acl.rt.set_device``), the device's reference count and the thread's context left
-    as they were; None without pyACL."""
+    """The default context of ``device_id``, None without pyACL. pyACL's ``set_device`` makes it current (one per
+    device in a process, the same in every thread: CANN ``acl.rt.set_device``); the thread's context is restored.
+    The device is not reset afterwards: before CANN 8.0.RC3 ``aclrtResetDevice`` is not documented as reference
+    counted and could release what ais_bench uses, while a ``set_device`` left unpaired is released at process exit
+    (CANN). Holding that one reference also keeps the default context, so it is read once per device."""
+    known = PROCESS.default_contexts
+    if device_id in known:
+        return known[device_id]
     acl = _acl()
     if acl is None:
         return None
     with keep_acl_context():
         if acl.rt.set_device(device_id) != 0:
             return None
-        try:
-            return current_context()
-        finally:
-            acl.rt.reset_device(device_id)
+        known[device_id] = context = current_context()
+    return context
 
 
 class _Process:
@@ -220,6 +223,7 @@ class _Process:
         self.lock = threading.Lock()
         self.started = False
         self.devices: Set[int] = set()
+        self.default_contexts: Dict[int, Any] = {}  # read once per device (default_context)
         self.acl_json_path: Optional[str] = None
         self.acl_json_warned = False
 

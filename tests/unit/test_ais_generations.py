@@ -49,7 +49,8 @@ def test_a_pyacl_users_own_acl_init_is_detected_as_ais_bench_detects_it(monkeypa
     session = ais.open_session("m.om", 0)
     assert session.borrowed and session.context == "default-ctx-0"
     session.free_resource()
-    assert acl.destroyed == [] and acl.device_refs == {0: 0}  # the probe's set/reset left the count as it was
+    assert acl.destroyed == [] and acl.device_refs == {0: 1}  # one reference held for the process, never reset
+    assert ais.open_session("n.om", 0).context == "ais-ctx-0" and acl.device_refs == {0: 1}  # read once
 
 
 def test_importing_torch_npu_is_not_initialising_acl(monkeypatch, warnings):
