@@ -59,6 +59,26 @@ class FakeAcl:
         return 0
 
 
+def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> str:
+    """DeviceManager.cpp InitDevices (aclInit once per process) and CreateContext for a new session."""
+    if cls.ais_init is None or (cls.ais_init != 0 and not borrows):
+        ret = 100002 if acl.initialised else 0
+        if ret and not borrows:  # InitDevices before a04bd85b: initCounter_ = 0; return ret
+            raise RuntimeError(f"[{ret}][Error code unknown] ")
+        cls.ais_init = ret
+    if cls.ais_init == 100002 and device_id not in cls.devices:
+        # aclInit said "repeat initialize", so the first context of the device is aclrtGetCurrentContext after
+        # aclrtSetDevice: the thread's, else the device's default context
+        context = acl.current or f"default-ctx-{device_id}"
+    else:
+        context = f"ais-ctx-{len(acl.contexts)}"
+        acl.contexts.append(context)
+    acl.initialised = True
+    cls.devices.add(device_id)
+    acl.current = context
+    return context
+
+
 def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -> type:
     """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch`` and ``out_array`` (2023-09+); the old one
     runs dymbatch/dymhw without setting a gear. ``borrows``: DeviceManager.cpp from 2024-12 on; without it, a
@@ -73,22 +93,7 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
             self.calls: List[tuple] = []
             self.freed = False
             self.exec_time_list: List[float] = []  # the C++ execTimeList, one entry per execution
-            cls = FakeInferSession
-            if cls.ais_init is None or (cls.ais_init != 0 and not borrows):
-                ret = 100002 if acl.initialised else 0
-                if ret and not borrows:  # InitDevices before a04bd85b: initCounter_ = 0; return ret
-                    raise RuntimeError(f"[{ret}][Error code unknown] ")
-                cls.ais_init = ret
-            if cls.ais_init == 100002 and device_id not in cls.devices:
-                # DeviceManager.cpp: aclInit said "repeat initialize", so the first context of the device is
-                # aclrtGetCurrentContext after aclrtSetDevice: the thread's, else the device's default context
-                self.context = acl.current or f"default-ctx-{device_id}"
-            else:
-                self.context = f"ais-ctx-{len(acl.contexts)}"
-                acl.contexts.append(self.context)
-            acl.initialised = True
-            FakeInferSession.devices.add(device_id)
-            acl.current = self.context
+            self.context = _create_context(acl, FakeInferSession, device_id, borrows)
             if new_api:
                 self.infer_mode_switch = {m: None for m in ("static", "dymbatch", "dymhw", "dymdims", "dymshape")}
 
