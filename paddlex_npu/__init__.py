@@ -29,6 +29,7 @@ import sys
 
 from . import envs
 from .errors import (
+    AclCallError,
     ConfigError,
     ConvertError,
     DeviceCallError,
@@ -59,6 +60,7 @@ from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
 
 __all__ = [
+    "AclCallError",
     "ConfigError",
     "ConvertError",
     "DeviceCallError",

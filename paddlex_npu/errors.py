@@ -231,3 +231,13 @@ class WorkerFailureError(PaddlexNpuError):
         super().__init__(failure.message)
         self.failure = failure
         self.category = failure.category
+
+
+class AclCallError(PaddlexNpuError, RuntimeError):
+    """A pyACL call answered with ``ret`` != 0 or with a value of the wrong shape (``selftest``'s checks)."""
+
+    category = "device"
+
+    def __init__(self, call: str, ret: Optional[int], why: str = "") -> None:
+        self.call, self.ret = call, ret
+        super().__init__(f"{call} returned {ret}" + (f" ({why})" if why else ""))
