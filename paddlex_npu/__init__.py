@@ -13,8 +13,9 @@ The route is installed when PaddleX is imported (at once if it already is); set 
 to import without patching, then call :func:`install` yourself. Without PaddleX the package still imports (its
 runtime and OM layers need no PaddleX); :func:`install` then says what to install.
 
-Layers (each imports only those before it): ``errors``/``config``/``log`` → ``om`` → ``run`` → ``paddlex``
-→ ``executor`` → ``tools`` → ``cli``; ``testing`` holds fixtures.
+Layers (each imports only those before it; docs/architecture.md): the base modules (``errors``, ``envs``, ...)
+→ ``om`` → ``run`` → ``paddlex`` → ``executor`` → ``build`` → ``samples`` → ``reports`` → ``serve`` → ``deploy``
+→ ``perf`` → ``ray`` → ``cli``.
 
 Many inputs, K worker processes per device, results in input order::
 
