@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TOP = ("paddlex_npu", "tests", "scripts", "requirements", "examples", "benchmarks", "deploy", "patches", "docs")
 # a path: one of the repository's top folders, then segments; not part of a longer path or a URL
-PATH = re.compile(r"(?<![\w/.~$<>-])((?:%s)/[\w.*/-]*[\w*/])" % "|".join(TOP))
+PATH = re.compile(r"(?<![\w/.~$<>-])((?:{})/[\w.*/-]*[\w*/])".format("|".join(TOP)))
 
 
 def named_paths(text: str) -> list:
