@@ -268,24 +268,24 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
     what.add_argument("--model", type=Path, help="one model folder (an OM package; inference.yml names the model)")
     p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
     p.add_argument(
-        "--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given (default 8)"
+        "--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given"
     )
-    p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route (default 3)")
+    p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route")
     p.add_argument(
         "--rounds",
         type=positive_int,
         default=1,
         help="time the NPU routes (--serve: every server's points, all servers running) this many times, "
-        "interleaved, and keep each one's median round (default 1)",
+        "interleaved, and keep each one's median round",
     )
     p.add_argument(
-        "--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor (default 1,2,3)"
+        "--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor"
     )
     _runtime_arg(p)
     p.add_argument(
         "--engines",
         default="onnxruntime,paddle_static",
-        help="PaddleX's own CPU engines to compare, comma-separated; '' for none (default onnxruntime,paddle_static)",
+        help="PaddleX's own CPU engines to compare, comma-separated; '' for none",
     )
     p.add_argument("--json", help="write the figures to this JSON file")
     p.add_argument("--plot", help="write a chart PNG here (throughput and time per stage by route)")
@@ -306,7 +306,7 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
         "--rounds",
         type=positive_int,
         default=1,
-        help="run every server at once and time each point this many times, interleaved; keep the median (default 1)",
+        help="run every server at once and time each point this many times, interleaved; keep the median",
     )
     _serving_options(p)
     p.set_defaults(command_name="serve-bench")
@@ -321,20 +321,20 @@ def _serving_options(group) -> None:
     group.add_argument(
         "--servers",
         default="triton-batching,triton-no-batching,serve-1,serve-2,paddlex",
-        help="servers to start in turn (default: all; serve-K: paddlex-npu serve with K workers)",
+        help="servers to start in turn (serve-K: paddlex-npu serve with K workers)",
     )
     group.add_argument(
-        "--concurrency", type=positive_ints, default="1,4,16", help="clients in flight per point (default 1,4,16)"
+        "--concurrency", type=positive_ints, default="1,4,16", help="clients in flight per point"
     )
-    group.add_argument("--seconds", type=positive_seconds, default=15, help="timed seconds per point (default 15)")
+    group.add_argument("--seconds", type=positive_seconds, default=15, help="timed seconds per point")
     group.add_argument(
-        "--warmup", type=seconds_or_zero, default=3, help="warm-up seconds before each point (default 3)"
+        "--warmup", type=seconds_or_zero, default=3, help="warm-up seconds before each point"
     )
     group.add_argument(
         "--soak", type=seconds_or_zero, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
     )
     group.add_argument(
-        "--instances", type=positive_int, default=1, help="Triton model instances per device (default 1)"
+        "--instances", type=positive_int, default=1, help="Triton model instances per device"
     )
     group.add_argument(
         "--workdir", type=Path, help="folder for the repositories, server logs, replay store (default: a new temp one)"
@@ -345,13 +345,13 @@ def capacity_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", type=Path, help="a benchmark JSON (paddlex-npu benchmark --runtime simulated --json F)")
     p.add_argument("--cores", type=float, help="host cores to plan for (with --npus)")
     p.add_argument("--npus", type=int, help="NPUs to plan for (with --cores)")
-    p.add_argument("--device", default="310P3", help="the NPU chip: 310P3 (Atlas 300I Pro) or 910B4 (default 310P3)")
-    p.add_argument("--cpu-speed", type=float, default=1.0, help="a host core's speed / the benchmark's (default 1)")
+    p.add_argument("--device", default="310P3", help="the NPU chip: 310P3 (Atlas 300I Pro) or 910B4")
+    p.add_argument("--cpu-speed", type=float, default=1.0, help="a host core's speed / the benchmark's")
     p.add_argument("--workers-per-npu", type=int, help="executor workers per NPU (default: the best)")
-    p.add_argument("--serving-ms", type=float, default=0.0, help="CPU ms per request of an HTTP front (default 0)")
-    p.add_argument("--front-processes", type=int, default=1, help="HTTP front processes (default 1)")
+    p.add_argument("--serving-ms", type=float, default=0.0, help="CPU ms per request of an HTTP front")
+    p.add_argument("--front-processes", type=int, default=1, help="HTTP front processes")
     p.add_argument(
-        "--contention", type=float, default=None, help="extra CPU per page with every core busy (default 0.14)"
+        "--contention", type=float, default=None, help="extra CPU per page with every core busy (default: 0.14)"
     )
     p.add_argument("--json", type=Path, help="write the predictions here")
 
@@ -424,18 +424,21 @@ COMMANDS = (
         "throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines",
         run_benchmark_command,
         benchmark_args,
+        example="paddlex-npu benchmark --quick --json bench.json   # a few minutes; the full run states its time",
     ),
     Command(
         "serve-bench",
         "load on real servers over loopback HTTP: Triton, paddlex-npu serve, PaddleX's basic serving",
         run_serve_bench,
         serve_bench_args,
+        example="paddlex-npu serve-bench --servers serve-1 --concurrency 1,4 --seconds 5",
     ),
     Command(
         "capacity",
         "predict pages/s and the bottleneck for N cores x M NPUs from a benchmark JSON",
         run_capacity,
         capacity_args,
+        example="paddlex-npu capacity bench.json --cores 32 --npus 4",
     ),
 )
 

@@ -65,7 +65,7 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         "--runtime",
         choices=("ais_bench", "reference", "simulated"),
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
-        "with modelled NPU timing, as benchmark --serve); None: $PADDLEX_NPU_RUNTIME, else ais_bench",
+        "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
     )
     p.add_argument("--max-body-mb", type=positive_number, default=64, help="largest request body in MB (413 above)")
     p.add_argument(
@@ -95,7 +95,7 @@ def serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restart-limit",
         type=int,
-        help="dead workers replaced per --restart-window; None: 2 per worker",
+        help="dead workers replaced per --restart-window (default: 2 per worker)",
     )
     p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
     p.add_argument("--shutdown-grace", type=seconds_or_zero, default=0.0, help="seconds answering 503 after SIGTERM")
@@ -157,13 +157,13 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
         "--max-image-pixels",
         type=int,
         default=DEFAULT_MAX_IMAGE_PIXELS,
-        help=f"as serve's, read before decoding (default {DEFAULT_MAX_IMAGE_PIXELS})",
+        help="as serve's, read before decoding",
     )
     p.add_argument(
         "--max-request-pixels",
         type=int,
         default=DEFAULT_MAX_REQUEST_PIXELS,
-        help=f"as serve's, per request (default {DEFAULT_MAX_REQUEST_PIXELS})",
+        help="as serve's, per request",
     )
 
 
@@ -194,7 +194,11 @@ def run_triton_serve(args: argparse.Namespace) -> int:
 
 def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("repo", help="a repository written by `paddlex-npu triton-repo PIPELINE.yaml REPO` (checked first)")
-    p.add_argument("--host", default="0.0.0.0", help="address of the HTTP and gRPC endpoints and the metrics port")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address of the HTTP and gRPC endpoints and the metrics port (0.0.0.0 in a container)",
+    )
     p.add_argument("--http-port", type=int, default=8000, help="Triton's HTTP/REST port (/v2/...)")
     p.add_argument("--grpc-port", type=int, default=8001, help="Triton's gRPC port")
     p.add_argument(
@@ -203,8 +207,8 @@ def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poll", type=int, help="poll the repository every N seconds (new versions roll in)")
     p.add_argument(
         "--workdir",
-        help="folder for the Python backend files (None: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
-        "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
+        help="folder for the Python backend files, never inside or beside REPO (default: $PADDLEX_NPU_CACHE, else "
+        "~/.cache/paddlex_npu, then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>)",
     )
 
 
@@ -214,20 +218,21 @@ COMMANDS = (
         "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU",
         run_serve,
         serve_args,
-        show_defaults=True,
+        example="paddlex-npu serve ocr.yaml --port 8080 --workers 2 --device npu:0,1",
     ),
     Command(
         "triton-repo",
         "write a Triton model repository for the OCR pipeline on the NPU route",
         run_triton_repo,
         triton_repo_args,
+        example="paddlex-npu triton-repo ocr.yaml triton-repo",
     ),
     Command(
         "triton-serve",
         "run nvidia-pytriton's tritonserver on a repository",
         run_triton_serve,
         triton_serve_args,
-        show_defaults=True,
+        example="paddlex-npu triton-serve triton-repo --host 0.0.0.0   # all interfaces: in a container",
     ),
 )
 
