@@ -54,6 +54,7 @@ from .errors import (
 )
 from .executor import ItemResult, ParallelExecutor, parallel
 from .paddlex.autoinstall import install_when_paddlex_loads
+from .paddlex.fonts import use_system_font
 from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
 
@@ -98,4 +99,5 @@ def _auto_install() -> bool:
 
 
 if _auto_install():
+    use_system_font()  # result images drawn with a font that is here, or one warning (paddlex/fonts.py)
     install_when_paddlex_loads()

@@ -89,9 +89,10 @@ LOG_LEVEL = EnvVar(
 )
 PDX_FONT = EnvVar(
     "PADDLE_PDX_LOCAL_FONT_FILE_PATH",
-    "unset (PaddleX downloads a font)",
-    "PaddleX's own: the TTF font PaddleX draws result images with. Set it offline, e.g. to "
-    "`/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`; the samples' environment does.",
+    "unset: `import paddlex_npu` sets a system font (WenQuanYi, Noto CJK, DejaVu, ...), else PaddleX downloads one",
+    "PaddleX's own: the TTF/TTC font PaddleX draws result images with. When it is unset and PaddleX not yet "
+    "imported, `import paddlex_npu` points it at a font of the system, or warns once that offline the result "
+    "images' texts stay blank (set it, e.g. to `/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`).",
     read_by="PaddleX",
 )
 PDX_SOURCE_CHECK = EnvVar(

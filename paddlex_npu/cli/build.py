@@ -35,7 +35,7 @@ def run_assets(args: argparse.Namespace) -> int:
         for folder in sorted((root / kind).iterdir()):
             print(f"  {kind}/{folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
     if args.samples is not None:
-        for path in files.write_samples(args.samples):
+        for path in files.write_samples(args.samples, root / "om"):
             print(f"  sample: {path}")
     print(f"assets ready in {time.monotonic() - start:.1f} s: {root}", file=sys.stderr)
     return 0
@@ -52,7 +52,8 @@ def assets_args(p: argparse.ArgumentParser) -> None:
         "--samples",
         type=Path,
         metavar="DIR",
-        help="also write the sample page (page.png) and line images (lines/line-N.png) into DIR",
+        help="also write into DIR the sample page (page.png), line images (lines/line-N.png) and ocr.yaml (PaddleX's "
+        "OCR pipeline over the sample OM packages)",
     )
 
 

