@@ -3,53 +3,101 @@
 from __future__ import annotations
 
 import argparse
+import re
+import socket
 import sys
+import time
 
 from .common import Command, add_commands, fail, positive_int, positive_number, seconds_or_zero
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from ..deps import require
-    from ..errors import PaddlexNpuError
+    from ..errors import PaddlexNpuError, WorkerStartError
     from ..log import configure_logging
-    from ..paddlex.pipelines import load_config
-    from ..serve.http import ServeOptions, serve
+    from ..paddlex.pipelines import check_route_config, load_config
+    from ..serve.http import serve
     from ..serve.route import parse_devices
 
     try:
+        check_port(args.host, args.port)  # before anything loads: a port in use fails in a second, not after loading
         for module in ("fastapi", "uvicorn"):  # PaddleX's serving app: its `serving` extra, not installed by default
             require(module, "paddlex-npu serve")
-        options = ServeOptions(
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            devices=tuple(parse_devices(args.device)),
-            runtime=args.runtime,
-            max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-            max_image_pixels=args.max_image_pixels,
-            max_request_pixels=args.max_request_pixels,
-            max_queue=args.max_queue,
-            request_timeout=args.request_timeout or None,
-            restart_limit=args.restart_limit,
-            restart_window=args.restart_window,
-            shutdown_grace=args.shutdown_grace,
-        )
-        if options.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {options.workers}")
+        options = _serve_options(args, tuple(parse_devices(args.device)))
         config = load_config(args.pipeline)
+        check_route_config(config, str(args.pipeline))
         configure_logging(args.log_level, args.log_format)
+        start = time.monotonic()
+        workers = options.workers * len(options.devices)
+        print(
+            f"paddlex-npu serve: loading the pipeline in {workers} worker process(es) (/ready answers 503 until "
+            "they are loaded; tens of seconds each on a busy CPU)",
+            flush=True,
+        )
         serve(
             config,
             options,
             on_ready=lambda url: print(
                 f"paddlex-npu serve: {url} ({options.workers} worker(s) "
-                f"on each of npu:{','.join(map(str, options.devices))})",
+                f"on each of npu:{','.join(map(str, options.devices))}, loaded in {time.monotonic() - start:.0f} s)",
                 flush=True,
             ),
         )
+    except WorkerStartError as exc:
+        return fail("serve", RuntimeError(cause_first_and_last(str(exc))))
     except (PaddlexNpuError, ValueError) as exc:
         return fail("serve", exc)
     return 0
+
+
+def _serve_options(args: argparse.Namespace, devices: tuple):
+    from ..serve.http import ServeOptions
+
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        devices=devices,
+        runtime=args.runtime,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_image_pixels=args.max_image_pixels,
+        max_request_pixels=args.max_request_pixels,
+        max_queue=args.max_queue,
+        request_timeout=args.request_timeout or None,
+        restart_limit=args.restart_limit,
+        restart_window=args.restart_window,
+        shutdown_grace=args.shutdown_grace,
+    )
+    if options.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {options.workers}")
+    return options
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` as uvicorn will (SO_REUSEADDR) and let it go: a port in use or an address this machine
+    lacks is refused before any worker loads."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ValueError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): another process holds the port, or the "
+                f"address is not this machine's; stop it or give another --port (or --host)"
+            ) from None
+
+
+def cause_first_and_last(text: str) -> str:
+    """A worker's start-up failure with its cause on the first line and again on the last: the worker's own
+    exception (its whole first line, which names the fix), not the last line of a multi-line message."""
+    head, sep, traceback = text.partition("\nthe worker's traceback:\n")
+    lines = traceback.rstrip().splitlines()[:-1]  # the pool repeats its one-line summary last
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    start = next((i for i in range(frames[-1] + 1 if frames else 0, len(lines)) if not lines[i][:1].isspace()), None)
+    if not sep or start is None:
+        return text
+    cause = re.sub(r"^[\w.]+\.(\w+: )", r"\1", lines[start])  # paddlex_npu.errors.ModelFileError -> ModelFileError
+    return f"{head.split(': ', 1)[0]}: {cause}\nthe worker's traceback:\n" + "\n".join(lines) + f"\n{cause}"
 
 
 def serve_args(p: argparse.ArgumentParser) -> None:

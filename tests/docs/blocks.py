@@ -9,7 +9,8 @@ A block that cannot run in CI says why in an HTML comment on the line before it 
     <!-- docs-test: skip npu: builds inference.om with ATC, which needs CANN -->
 
 The word after ``skip`` is the kind (``npu``, ``cluster``, ``slow``, ``checkout``, ``placeholder``, ``network``,
-``install``, ``server``); the rest is the reason the runner prints in its list of skipped blocks.
+``install``, ``server``); the rest is the reason the runner prints in its list of skipped blocks. What a block must
+print is checked with ``<!-- docs-test: expect: TEXT -->`` (the page's output must hold TEXT).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 RUN_LANGS = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
 COMMANDS = re.compile(
     r"(paddlex-npu|pip|python3?|bash|curl|export|kubectl|docker|ray|source|atc|cd|mkdir|PADDLEX_NPU_\w+=)\b"
 )
 MARK = re.compile(r"<!--\s*docs-test:\s*skip\s+(\w+):\s*(.*?)\s*-->")
+EXPECT = re.compile(r"<!--\s*docs-test:\s*expect:\s*(.*?)\s*-->")
 KINDS = {"npu", "cluster", "slow", "checkout", "placeholder", "network", "install", "server"}
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 
@@ -37,25 +39,29 @@ class Block:
     kind: Optional[str]
     code: str
     skip: Optional[str] = None  # "kind: reason" from the mark before it
+    expect: Tuple[str, ...] = ()  # texts the page's output must hold once the block ran (expect marks)
 
     @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
 
 
-def _mark(lines: List[str], start: int) -> Optional[str]:
-    """The skip mark on the last non-blank line before ``start``, as "kind: reason"."""
-    k = start - 1
-    while k >= 0 and not lines[k].strip():
+def _marks(lines: List[str], start: int) -> Tuple[Optional[str], Tuple[str, ...]]:
+    """The marks in the comment lines right before ``start``: (skip as "kind: reason", expected texts)."""
+    k, skip, expect = start - 1, None, []
+    while k >= 0 and (not lines[k].strip() or lines[k].lstrip().startswith("<!--")):
+        found = MARK.search(lines[k])
+        if found:
+            if found.group(1) not in KINDS:
+                raise ValueError(
+                    f"line {k + 1}: unknown docs-test skip kind {found.group(1)!r}: one of {sorted(KINDS)}"
+                )
+            if not found.group(2):
+                raise ValueError(f"line {k + 1}: a docs-test skip mark needs its reason")
+            skip = f"{found.group(1)}: {found.group(2)}"
+        expect += EXPECT.findall(lines[k])
         k -= 1
-    found = MARK.search(lines[k]) if k >= 0 else None
-    if not found:
-        return None
-    if found.group(1) not in KINDS:
-        raise ValueError(f"line {k + 1}: unknown docs-test mark kind {found.group(1)!r}: one of {sorted(KINDS)}")
-    if not found.group(2):
-        raise ValueError(f"line {k + 1}: a docs-test skip mark needs its reason")
-    return f"{found.group(1)}: {found.group(2)}"
+    return skip, tuple(reversed(expect))
 
 
 def _fenced(lines: List[str], i: int, page: str) -> tuple:
@@ -66,7 +72,8 @@ def _fenced(lines: List[str], i: int, page: str) -> tuple:
         j += 1
     body = [line[len(indent) :] if line.startswith(indent) else line for line in lines[i + 1 : j]]
     kind = RUN_LANGS.get(lang.lower())
-    return Block(page, i + 1, kind, "\n".join(body) + "\n", _mark(lines, i) if kind else None), j + 1
+    skip, expect = _marks(lines, i) if kind else (None, ())
+    return Block(page, i + 1, kind, "\n".join(body) + "\n", skip, expect), j + 1
 
 
 def _indented(lines: List[str], i: int, page: str) -> tuple:
@@ -79,7 +86,7 @@ def _indented(lines: List[str], i: int, page: str) -> tuple:
     code = "\n".join(line[4:] for line in lines[i:j]) + "\n"
     if not COMMANDS.match(code.lstrip()):
         return None, j
-    return Block(page, i + 1, "bash", code, _mark(lines, i)), j
+    return Block(page, i + 1, "bash", code, *_marks(lines, i)), j
 
 
 def page_blocks(path: Path, page: Optional[str] = None) -> List[Block]:

@@ -117,3 +117,5 @@ def test_the_page_runs_as_written(page, reader):
             f"{page}: block {_failed_block(err)} failed (exit {proc.returncode}) as written\n"
             f"--- stdout (end)\n{out[-2000:]}\n--- stderr (end)\n{err[-4000:]}"
         )
+    missing = [f"{b.where}: {text!r}" for b in run for text in b.expect if text not in out]
+    assert not missing, f"{page}: the output lacks what the page says it prints: {missing}\n{out[-3000:]}"
