@@ -52,7 +52,7 @@ def page_script(blocks: List[Block], folder: Path) -> str:
     """The bash script that runs a page's runnable blocks in order, announcing each on stderr."""
     env_file = folder / ".docs-env"
     parts = ["set -eo pipefail", f'[ -f "{env_file}" ] && source "{env_file}"']
-    for n, block in enumerate(blocks):
+    for block in blocks:
         parts.append(f"echo '{STARTED}{block.where}' >&2")
         if block.kind == "python":
             script = folder / ".docs-blocks" / f"{Path(block.page).stem}-{block.line}.py"
