@@ -161,3 +161,28 @@ def test_no_project_target_in_the_benchmark_report(capsys):
     _print_report(report)
     out = capsys.readouterr().out
     assert "bound" in out and "target" not in out
+
+
+def test_convert_of_a_file_says_it_is_a_file(tmp_path, capsys):
+    page = tmp_path / "page.png"
+    page.write_bytes(b"\x89PNG\r\n")
+    assert main(["convert", str(page), "-o", str(tmp_path / "out"), "--soc-version", "Ascend310P3"]) == 1
+    err = capsys.readouterr().err
+    assert f"{page} is a file, not a model folder" in err and "does not exist" not in err
+
+
+def test_a_plain_onnx_folder_on_the_reference_runtime_is_said_to_be_no_om_package(asset_root, tmp_path, caplog):
+    import shutil
+
+    from paddlex_npu.om.package import resolve_om_package
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for name in ("inference.yml", "inference.onnx"):
+        shutil.copyfile(asset_root / "om" / "PP-OCRv4_mobile_rec" / name, plain / name)
+        (plain / name).chmod(0o644)
+    with caplog.at_level("WARNING", logger="paddlex_npu"):
+        resolve_om_package(asset_root / "om" / "PP-OCRv4_mobile_rec", "reference")  # a package: nothing said
+        assert not caplog.records
+        resolve_om_package(plain, "reference")
+    assert f"{plain} is no OM package" in caplog.text and "paddlex-npu convert" in caplog.text

@@ -51,7 +51,11 @@ def pages() -> List[str]:
 def page_script(blocks: List[Block], folder: Path) -> str:
     """The bash script that runs a page's runnable blocks in order, announcing each on stderr."""
     env_file = folder / ".docs-env"
-    parts = ["set -eo pipefail", f'[ -f "{env_file}" ] && source "{env_file}"']
+    parts = [
+        "set -eo pipefail",
+        "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT",  # a server a block started in the background
+        f'[ -f "{env_file}" ] && source "{env_file}"',
+    ]
     for block in blocks:
         parts.append(f"echo '{STARTED}{block.where}' >&2")
         if block.kind == "python":
