@@ -26,6 +26,8 @@ print("npu")
 
     paddlex-npu info
 
+It prints:
+
     output that is not a command
 
 - a list item
@@ -51,8 +53,8 @@ def test_a_page_reads_as_blocks_with_their_kinds_and_marks(tmp_path):
         (5, "bash", None, ()),
         (10, "python", "npu: needs an Ascend NPU", ()),
         (14, "bash", None, ()),
-        (23, "python", None, ("hello",)),
-        (27, None, None, ()),
+        (25, "python", None, ("hello",)),
+        (29, None, None, ()),
     ]
     assert page_blocks(page)[2].code == "paddlex-npu info\n"
 
