@@ -446,7 +446,7 @@ def run_benchmark(
                     report.skipped[route] = _why(exc)
                     measured.pop(route, None)
     for route, figures in measured.items():
-        if route not in report.skipped:
+        if route not in report.skipped and figures:  # (empty: a route Ctrl-C cut short)
             median = median_round(figures, lambda f: f.images_per_s)
             median.rounds_images_per_s = [f.images_per_s for f in figures]
             report.routes.append(median)
