@@ -27,5 +27,5 @@ echo "ci-docs: wheel venv ready in $(( $(date +%s) - start )) s"
 
 # pip's cache for the assets' wheel downloads (the reader's HOME is fresh, pip's cache need not be)
 export PIP_CACHE_DIR=${PIP_CACHE_DIR:-$("$PY" -m pip cache dir)}
-DOCS_TEST_VENV="$WORK/venv" timeout 1500 "$PY" -m pytest -q -p no:cacheprovider tests/docs -rs "$@"
+DOCS_TEST_VENV="$WORK/venv" timeout 1500 "$PY" -m pytest -q -p no:cacheprovider --durations=10 tests/docs "$@"
 echo "ci-docs: done in $(( $(date +%s) - start )) s"

@@ -100,7 +100,7 @@ def test_the_page_runs_as_written(page, reader):
     SKIPPED.extend(b for b in blocks if b.skip)
     run = [b for b in blocks if not b.skip]
     if not run:
-        pytest.skip(f"{page}: no runnable block ({len(blocks)} marked to skip)")
+        pytest.skip(f"{page}: no block to run" + (f" ({len(blocks)} marked to skip, listed below)" if blocks else ""))
     proc = subprocess.Popen(
         ["bash", "-c", page_script(run, work)],
         cwd=work,
