@@ -12,6 +12,10 @@ TOP = ("paddlex_npu", "tests", "scripts", "requirements", "examples", "benchmark
 PATH = re.compile(r"(?<![\w/.~$<>-])((?:{})/[\w.*/-]*[\w*/])".format("|".join(TOP)))
 
 
+# paths a script writes and the integrator commits later: {path: why it may be missing now}
+WRITTEN_LATER = {"tests/data/ort-output-shapes/": "filled by scripts/ort-sweep-data.sh (the ORT sweep's data)"}
+
+
 def named_paths(text: str) -> list:
     """The repository paths ``text`` names (globs kept; ``::test`` suffixes and trailing dots dropped; ``kubectl``
     lines name cluster objects such as ``deploy/NAME``, not files)."""
@@ -32,7 +36,7 @@ def test_every_repository_path_named_in_the_docs_exists():
         f"{page.relative_to(ROOT)}: {path}"
         for page in _pages()
         for path in named_paths(page.read_text(encoding="utf-8"))
-        if not _exists(path)
+        if not _exists(path) and path not in WRITTEN_LATER
     ]
     assert not missing, "paths named in the docs that the repository lacks:\n" + "\n".join(missing)
 

