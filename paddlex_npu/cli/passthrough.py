@@ -46,12 +46,14 @@ COMMANDS = (
         "run PaddleX's CLI with the plugin installed",
         run_paddlex,
         lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddlex`"),
+        example="paddlex-npu paddlex --pipeline ocr.yaml --input page.png --device npu:0 --engine om",
     ),
     Command(
         "paddleocr",
         "run PaddleOCR's CLI with the plugin installed",
         run_paddleocr,
         lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddleocr`"),
+        example="paddlex-npu paddleocr ocr -i page.png --device npu:0 --enable_hpi True --paddlex_config ocr.yaml",
     ),
 )
 
