@@ -6,11 +6,11 @@ The watchdog lists the stub processes of the server (``triton_python_backend_stu
 ... <instance>``) every ``interval`` seconds. When one disappears while the server runs, it reloads that model
 through Triton's model control API (``POST /v2/repository/models/<model>/load``, which needs
 ``--model-control-mode=explicit``): Triton starts new instances (with ``model_warmup``) and swaps them in, the
-other instances serving meanwhile. If the reload fails, or the restart budget (:class:`~..executor.pool.RestartBudget`,
-so many reloads per time window) is spent, the model is unloaded, so that ``/v2/models/<model>/ready`` and
-``/v2/health/ready`` answer 503 and a load balancer stops sending. A model instance whose device context is lost
-exits after its answer (:mod:`.triton_model`), and is reloaded the same way. Each event is reported through
-``say``.
+other instances serving meanwhile. If the reload fails, or the restart budget
+(:class:`~..executor.pool.RestartBudget`: so many reloads per time window) is spent, the model is unloaded, so
+that ``/v2/models/<model>/ready`` and ``/v2/health/ready`` fail (Triton answers 400) and a load balancer stops
+sending. A model instance whose device context is lost exits after its answer (:mod:`.triton_model`), and is
+reloaded the same way. Each event is reported through ``say``.
 """
 
 from __future__ import annotations
@@ -151,9 +151,9 @@ class StubWatchdog:
         self._unload(model, f"reloading {model!r} failed ({status} {text.strip()[:300]})")
 
     def _unload(self, model: str, why: str) -> None:
-        """Unload ``model`` so that its readiness (and the server's) answers 503, saying why."""
+        """Unload ``model`` so that its readiness (and the server's) fails, saying why."""
         self.say(
-            f"triton-serve: {why}; unloading {model!r}, so that its readiness answers 503 and load balancers stop "
+            f"triton-serve: {why}; unloading {model!r}, so that its readiness fails and load balancers stop "
             f"sending: fix the cause and load it again (POST /v2/repository/models/{model}/load) or restart the "
             "server"
         )
