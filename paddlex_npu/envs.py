@@ -100,6 +100,13 @@ PDX_SOURCE_CHECK = EnvVar(
     "PaddleX's own: `True` skips PaddleX's check of its model hosters at import (offline machines).",
     read_by="PaddleX",
 )
+ASCEND_ROOT = EnvVar(
+    "PADDLEX_NPU_ASCEND_ROOT",
+    "`/usr/local/Ascend`",
+    "Where the image's entrypoint looks for CANN's `set_env.sh` files (toolkit, `cann`, `nnal/atb`); it sources "
+    "them with bash, then runs the command.",
+    read_by="the image's entrypoint (`deploy/entrypoint.sh`)",
+)
 
 VARIABLES: Tuple[EnvVar, ...] = (
     RUNTIME,
@@ -115,6 +122,7 @@ VARIABLES: Tuple[EnvVar, ...] = (
     LOG_LEVEL,
     PDX_FONT,
     PDX_SOURCE_CHECK,
+    ASCEND_ROOT,
 )
 
 
