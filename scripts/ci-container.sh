@@ -57,11 +57,10 @@ if step wheels; then
   t=$(date +%s)
   WH="$CACHE/wheelhouse"
   mkdir -p "$WH"
-  # what the image installs (deploy/constraints.txt: the resolved set, less the libGL build of OpenCV) for the
-  # image's platform (glibc 2.28 covers every wheel of the set); pip's cache makes a rerun fast
-  grep -v '^opencv-contrib-python==' deploy/constraints.txt >"$CACHE/image.lock"
+  # what the image installs (deploy/constraints.txt: the resolved set) for the image's platform (glibc 2.28 covers
+  # every wheel of the set); pip's cache makes a rerun fast
   "$VENV/bin/python" -m pip download -q -d "$WH" --no-deps --only-binary=:all: --python-version 3.11 \
-    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -r "$CACHE/image.lock"
+    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -r deploy/constraints.txt
   rm -f "$WH"/paddlex_npu-*.whl
   "$VENV/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w "$WH" .
   took wheels "$t"
