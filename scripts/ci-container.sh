@@ -2,7 +2,7 @@
 # The container layer of CI: builds deploy/Dockerfile's CPU twin from nothing and runs it (tests/deploy/).
 # On a fresh Debian bookworm machine, after scripts/setup.sh, as root (podman from Debian's packages, no daemon, no
 # registry: see docs/deployment.md):
-#   1. apt: podman, runc, debootstrap (skipped when present);
+#   1. apt (scripts/system-packages.sh): podman, runc, debootstrap (skipped when present);
 #   2. the base image local/debian-py:bookworm, a debootstrap rootfs (python3, venv, a font) imported into podman;
 #      the rootfs tarball is cached in .cache/containers/ so a rerun imports it in seconds;
 #   3. the wheelhouse (.cache/containers/wheelhouse): the image's requirements as cp311 manylinux x86_64 wheels, from
@@ -29,10 +29,10 @@ P=(podman --runtime runc --cgroup-manager cgroupfs)
 step() { [[ " $STEPS " == *" $1 "* ]]; }
 took() { echo "ci-container: $1 took $(($(date +%s) - $2)) s"; }
 
-if step apt && ! { command -v podman && command -v runc && command -v debootstrap; } >/dev/null; then
+if step apt; then
   t=$(date +%s)
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null
+  bash scripts/system-packages.sh podman runc debootstrap  # locked: other CI layers may run apt at the same time
+  command -v podman >/dev/null || { echo "ci-container: podman is not installed (apt, as root)" >&2; exit 1; }
   took apt "$t"
 fi
 
