@@ -69,6 +69,12 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load-timeout", type=positive_int, default=600, help="seconds the startup probe waits for the load"
     )
+    _volume_args(p)
+    _pod_args(p)
+    _scaling_args(p)
+
+
+def _volume_args(p: argparse.ArgumentParser) -> None:
     volume = p.add_mutually_exclusive_group()
     volume.add_argument("--models-pvc", help="the PersistentVolumeClaim holding the OM packages (None: NAME-models)")
     volume.add_argument(
@@ -85,6 +91,9 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
         help="the local folder whose tree the volume holds (None: the model_dirs' common parent)",
     )
     p.add_argument("--models-mount", default="/models", help="where the model volume is mounted in the container")
+
+
+def _pod_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (None: 8080 / 8000)")
     p.add_argument(
         "--shutdown-grace", type=seconds_or_zero, default=5.0, help="serve: seconds answering 503 after SIGTERM"
@@ -98,6 +107,9 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", default="2", help="CPU request and limit")
     p.add_argument("--shm-size", default="1Gi", help="triton: the size of /dev/shm (a memory emptyDir)")
     p.add_argument("--memory", default="8Gi", help="memory request and limit")
+
+
+def _scaling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hpa-max-replicas", type=positive_int, help="add an HPA scaling up to this many pods")
     p.add_argument(
         "--hpa-metric",
