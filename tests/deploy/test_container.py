@@ -238,7 +238,10 @@ def _run(podman: List[str], host_dirs: Dict[str, Path], *cmd: str, timeout: floa
 def test_doctor_in_the_image_names_what_the_cpu_twin_lacks(podman, host_dirs):
     out = _run(podman, host_dirs, "paddlex-npu", "doctor")
     assert out.returncode == 1, out.stdout + out.stderr  # no NPU, no CANN: required parts missing
-    assert "npu-smi is not on PATH" in out.stdout and "container" in out.stdout, out.stdout
+    assert "npu-smi is not on PATH" in out.stdout, out.stdout
+    # the container line: no chip, no driver mounted, each named with the mount that brings it
+    assert "[x] container: in a podman container; missing: /dev/davinciN (no NPU is mounted)" in out.stdout, out.stdout
+    assert "/usr/local/dcmi (the DCMI library npu-smi loads)" in out.stdout
 
 
 def test_convert_then_selftest_in_the_image(podman, host_dirs):
