@@ -22,7 +22,7 @@ SHARED_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 HOST_PATHS = (
     ("usr/local/Ascend/driver/lib64", "the driver's libraries ACL loads"),
     ("usr/local/dcmi", "the DCMI library npu-smi loads"),
-    ("etc/ascend_install.info", "where the driver is installed (read by CANN's tools)"),
+    ("etc/ascend_install.info", "where the driver is installed, read by CANN's tools"),
 )
 MOUNT_FIX = (
     "run with the Ascend docker runtime (ASCEND_VISIBLE_DEVICES=<host chip ids>), or give the devices "
