@@ -149,6 +149,13 @@ LD_LIBRARY_PATH = EnvVar(
     "them); `triton-serve` puts this Python's `libpython` first for tritonserver's Python backend.",
     read_by="the loader, paddlex-npu",
 )
+KUBERNETES_HOST = EnvVar(
+    "KUBERNETES_SERVICE_HOST",
+    "unset (set in every pod)",
+    "Kubernetes': its presence tells `doctor` it runs in a pod (its `container` line: the devices and host paths "
+    "the route needs there).",
+    read_by="paddlex-npu (doctor)",
+)
 PROMETHEUS_MULTIPROC = EnvVar(
     "PROMETHEUS_MULTIPROC_DIR",
     "unset (`serve` sets its own)",
@@ -179,6 +186,7 @@ VARIABLES: Tuple[EnvVar, ...] = (
     ASCEND_TOOLKIT_HOME,
     LD_LIBRARY_PATH,
     PROMETHEUS_MULTIPROC,
+    KUBERNETES_HOST,
 )
 
 

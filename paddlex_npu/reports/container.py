@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import List, Mapping, Optional
 
+from .. import envs
 from .doctor import FAIL, OK, WARN, Check
 
 SHARED_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
@@ -36,7 +37,7 @@ _CGROUP_MARKS = re.compile(r"docker|kubepods|libpod|containerd|crio")
 def container_kind(root: Path = Path("/"), environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """What runs this process in a container (podman, docker, Kubernetes, ...), None outside one."""
     environ = os.environ if environ is None else environ
-    if environ.get("KUBERNETES_SERVICE_HOST"):
+    if environ.get(envs.KUBERNETES_HOST.name):
         return "a Kubernetes pod"
     if (root / "run" / ".containerenv").exists():
         return "a podman container"
