@@ -107,6 +107,13 @@ PDX_SOURCE_CHECK = EnvVar(
     "PaddleX's own: `True` skips PaddleX's check of its model hosters at import (offline machines).",
     read_by="PaddleX",
 )
+ASCEND_ROOT = EnvVar(
+    "PADDLEX_NPU_ASCEND_ROOT",
+    "`/usr/local/Ascend`",
+    "Where the image's entrypoint looks for CANN's `set_env.sh` files (toolkit, `cann`, `nnal/atb`); it sources "
+    "them with bash, then runs the command.",
+    read_by="the image's entrypoint (`deploy/entrypoint.sh`)",
+)
 # Foreign variables: set by CANN, Ray or a container, read by them and by paddlex-npu; they change what runs.
 VISIBLE_DEVICES = EnvVar(
     "ASCEND_RT_VISIBLE_DEVICES",
@@ -142,6 +149,13 @@ LD_LIBRARY_PATH = EnvVar(
     "them); `triton-serve` puts this Python's `libpython` first for tritonserver's Python backend.",
     read_by="the loader, paddlex-npu",
 )
+KUBERNETES_HOST = EnvVar(
+    "KUBERNETES_SERVICE_HOST",
+    "unset (set in every pod)",
+    "Kubernetes': its presence tells `doctor` it runs in a pod (its `container` line: the devices and host paths "
+    "the route needs there).",
+    read_by="paddlex-npu (doctor)",
+)
 PROMETHEUS_MULTIPROC = EnvVar(
     "PROMETHEUS_MULTIPROC_DIR",
     "unset (`serve` sets its own)",
@@ -165,12 +179,14 @@ VARIABLES: Tuple[EnvVar, ...] = (
     LOG_LEVEL,
     PDX_FONT,
     PDX_SOURCE_CHECK,
+    ASCEND_ROOT,
     VISIBLE_DEVICES,
     RAY_NOSET_VISIBLE,
     ASCEND_HOME,
     ASCEND_TOOLKIT_HOME,
     LD_LIBRARY_PATH,
     PROMETHEUS_MULTIPROC,
+    KUBERNETES_HOST,
 )
 
 

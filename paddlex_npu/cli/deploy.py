@@ -9,36 +9,16 @@ from .common import Command, add_commands, fail, key_value, positive_int, second
 
 
 def run_k8s(args: argparse.Namespace) -> int:
+    import dataclasses
     import importlib.util
 
     from ..deploy import k8s
     from ..errors import PaddlexNpuError
 
     try:
-        options = k8s.K8sOptions(
-            image=args.image,
-            name=args.name,
-            namespace=args.namespace,
-            replicas=args.replicas,
-            npu_resource=args.npu_resource,
-            npus=args.npus,
-            workers=args.workers,
-            models_root=args.models_root,
-            models_host_path=args.models_host_path,
-            models_pvc=args.models_pvc,
-            models_mount=args.models_mount,
-            port=args.port,
-            shutdown_grace=args.shutdown_grace,
-            pre_stop_seconds=args.pre_stop_seconds,
-            cpu=args.cpu,
-            memory=args.memory,
-            hpa_max_replicas=args.hpa_max_replicas,
-            hpa_cpu_percent=args.hpa_cpu_percent,
-            hpa_metric=args.hpa_metric,
-            hpa_in_flight=args.hpa_in_flight,
-            node_selector=dict(args.node_selector or []),
-            mount_driver=args.mount_driver,
-        )
+        fields = {f.name for f in dataclasses.fields(k8s.K8sOptions)}
+        given = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+        options = k8s.K8sOptions(**{**given, "node_selector": dict(args.node_selector or [])})
         objects = k8s.manifests(args.kind, args.pipeline, options)
         paths = k8s.write(objects, args.output)
         checked = k8s.validate(objects) if importlib.util.find_spec("kubernetes_validate") else None
@@ -46,6 +26,8 @@ def run_k8s(args: argparse.Namespace) -> int:
         return fail("k8s", exc)
     for path in paths:
         print(f"- {path}")
+    if options.models_host_path or options.mount_driver:
+        print("note: --models-host-path / --mount-driver write hostPath volumes, which Pod Security baseline refuses")
     print(
         f"checked against the Kubernetes {checked} schemas"
         if checked
@@ -70,22 +52,48 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--npu-resource",
         default=DEFAULT_NPU_RESOURCE,
-        help="the Ascend device plugin's resource: huawei.com/Ascend310P, Ascend910, Ascend310, or a vNPU such as "
-        "Ascend310P-2c",
+        help="the NPU resource: Ascend's device plugin (huawei.com/Ascend310P, Ascend910, Ascend310, a vNPU such as "
+        "Ascend310P-2c), MindCluster's npu or Volcano's npu-core, or HAMi's Ascend910B3, Ascend910C, ...",
     )
+    p.add_argument("--npu-memory", type=positive_int, help="HAMi: MiB of device memory per NPU (<resource>-memory)")
     p.add_argument("--npus", type=positive_int, default=1, help="NPUs per pod (the server uses npu:0..N-1)")
     p.add_argument(
         "--workers", type=positive_int, default=2, help="serve: worker processes per NPU; triton: instances per NPU"
     )
+    p.add_argument(
+        "--ready-min-workers",
+        type=positive_int,
+        default=1,
+        help="serve: the pod stays ready (in the Service) while at least this many of its workers are",
+    )
+    p.add_argument(
+        "--load-timeout", type=positive_int, default=600, help="seconds the startup probe waits for the load"
+    )
+    _volume_args(p)
+    _pod_args(p)
+    _scaling_args(p)
+
+
+def _volume_args(p: argparse.ArgumentParser) -> None:
     volume = p.add_mutually_exclusive_group()
-    volume.add_argument("--models-host-path", help="the node folder holding the OM packages (default: --models-root)")
-    volume.add_argument("--models-pvc", help="a PersistentVolumeClaim holding the OM packages instead of a hostPath")
+    volume.add_argument("--models-pvc", help="the PersistentVolumeClaim holding the OM packages (default: NAME-models)")
+    volume.add_argument(
+        "--models-host-path", help="the node folder holding them instead (hostPath: Pod Security baseline refuses it)"
+    )
+    volume.add_argument(
+        "--models-in-image",
+        action="store_true",
+        help="no model volume: the packages are in the image at --models-mount",
+    )
     p.add_argument(
         "--models-root",
         type=Path,
         help="the local folder whose tree the volume holds (default: the model_dirs' common parent)",
     )
     p.add_argument("--models-mount", default="/models", help="where the model volume is mounted in the container")
+
+
+def _pod_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (default: 8080 / 8000)"
     )
@@ -93,8 +101,17 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
         "--shutdown-grace", type=seconds_or_zero, default=5.0, help="serve: seconds answering 503 after SIGTERM"
     )
     p.add_argument("--pre-stop-seconds", type=positive_int, default=5, help="preStop wait before SIGTERM")
-    p.add_argument("--cpu", default="2", help="CPU request")
+    p.add_argument("--run-as-user", type=positive_int, default=1000, help="the pod's uid: the OM packages' owner")
+    p.add_argument("--run-as-group", type=positive_int, default=1000, help="the pod's gid (and fsGroup)")
+    p.add_argument(
+        "--device-group", type=positive_int, default=1000, help="the group of /dev/davinci* on the nodes (HwHiAiUser)"
+    )
+    p.add_argument("--cpu", default="2", help="CPU request and limit")
+    p.add_argument("--shm-size", default="1Gi", help="triton: the size of /dev/shm (a memory emptyDir)")
     p.add_argument("--memory", default="8Gi", help="memory request and limit")
+
+
+def _scaling_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hpa-max-replicas", type=positive_int, help="add an HPA scaling up to this many pods")
     p.add_argument(
         "--hpa-metric",
@@ -114,14 +131,15 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mount-driver",
         action="store_true",
-        help="hostPath-mount /usr/local/Ascend/driver and npu-smi (nodes without the Ascend docker runtime)",
+        help="hostPath-mount /usr/local/Ascend/driver, /usr/local/dcmi, npu-smi and /etc/ascend_install.info (nodes "
+        "without the Ascend docker runtime; Pod Security baseline refuses hostPath)",
     )
 
 
 COMMANDS = (
     Command(
         "k8s",
-        "write Kubernetes manifests (Deployment, Service, optional HPA) for serve or triton-serve on Ascend nodes",
+        "write Kubernetes manifests (Deployment, Service, NetworkPolicy, PDB, optional HPA) for serve or triton-serve",
         run_k8s,
         k8s_args,
         example="paddlex-npu k8s serve ocr.yaml --image REGISTRY/paddlex-npu:0.1.0 -o k8s",

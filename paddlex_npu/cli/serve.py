@@ -164,6 +164,8 @@ def run_triton_repo(args: argparse.Namespace) -> int:
             instances=args.instances,
             max_queue_delay_us=args.max_queue_delay_us,
             dynamic_batching=not args.no_dynamic_batching,
+            max_queue_size=args.max_queue_size,
+            queue_timeout_us=int(args.queue_timeout_ms * 1000),
             ocr_max_batch=args.ocr_max_batch,
             rec_max_batch=args.rec_max_batch,
             keep_versions=args.keep_versions,
@@ -190,7 +192,13 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1: one instance group per device")
     p.add_argument("--instances", type=int, default=1, help="model instances (processes) per device")
     p.add_argument("--max-queue-delay-us", type=int, default=2000, help="dynamic batching queue delay")
-    p.add_argument("--no-dynamic-batching", action="store_true", help="no dynamic_batching block")
+    p.add_argument("--no-dynamic-batching", action="store_true", help="no dynamic_batching block (no queue bound)")
+    p.add_argument(
+        "--max-queue-size", type=int, default=64, help="requests a model's queue holds; beyond, refused at once"
+    )
+    p.add_argument(
+        "--queue-timeout-ms", type=float, default=10_000, help="ms a request may wait in the queue; then refused"
+    )
     p.add_argument("--ocr-max-batch", type=int, default=4, help="max_batch_size of the OCR model")
     p.add_argument(
         "--rec-max-batch",

@@ -1,16 +1,25 @@
 """Kubernetes manifests for ``paddlex-npu serve`` or ``triton-serve`` on Ascend nodes (``paddlex-npu k8s``).
 
-:func:`manifests` returns plain objects (dicts): a ConfigMap holding the pipeline YAML (its ``model_dir`` paths
-rewritten to where the model volume is mounted), a Deployment whose container asks the Ascend device plugin
-for its NPU resource (``huawei.com/Ascend310P: 1`` by default), and a Service; optionally a
-HorizontalPodAutoscaler. The pods probe liveness on ``/health`` (Triton: ``/v2/health/live``) and readiness on
-``/ready`` (``/v2/health/ready``), wait in ``preStop`` for the endpoints to drop them, then drain within the
-grace period, and carry Prometheus scrape annotations. :func:`to_yaml` and :func:`write` render them; nothing
-here talks to a cluster.
+:func:`manifests` returns plain objects (dicts) that a cluster enforcing Pod Security *restricted* admits: a
+ConfigMap holding the pipeline YAML (its ``model_dir`` paths rewritten to where the model volume is mounted), a
+Deployment whose container asks for its NPU resource (``huawei.com/Ascend310P: 1`` by default), a Service, a
+NetworkPolicy (the listening ports in, nothing out: the server runs offline); with two replicas or more a
+PodDisruptionBudget and spreading over nodes; optionally a HorizontalPodAutoscaler.
+
+The pod runs as a non-root uid/gid (1000:1000 by default: the image's user and, on most Ascend hosts, the driver's
+HwHiAiUser, whose group owns /dev/davinci*) that must own, or share the group of, the OM packages it mounts (ais_bench
+refuses others); no privilege escalation, every capability dropped, seccomp ``RuntimeDefault``, a read-only root
+file system with ``emptyDir``s for the cache and ``/tmp``, no service account token. The models come from a PVC
+(default ``<name>-models``) or the image itself; a ``hostPath`` only when asked, and Pod Security *baseline*
+refuses it. The startup probe waits for the load (``/ready``) with a deadline; readiness keeps a pod in the Service
+while at least ``ready_min_workers`` of its workers are ready; one scrape path (the pod's annotations). What
+checkov would flag and the project leaves to the user carries checkov's skip annotation with the reason
+(:data:`CHECKOV_SKIPS`). :func:`to_yaml` and :func:`write` render them; nothing here talks to a cluster.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,14 +36,36 @@ HPA_METRICS = ("cpu", "in-flight")
 IN_FLIGHT_SERIES = {"serve": "paddlex_npu_requests_in_flight", "triton": "nv_inference_pending_request_count"}
 DEFAULT_NPU_RESOURCE = "huawei.com/Ascend310P"
 CONFIG_DIR = "/etc/paddlex-npu"
-CACHE_DIR = "/var/cache/paddlex-npu"  # PADDLEX_NPU_CACHE: Triton's backend files, the model repository
+CACHE_DIR = "/var/cache/paddlex-npu"  # PADDLEX_NPU_CACHE and HOME: Triton's backend files, the model repository
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # the image's font (deploy/Dockerfile's FONT)
 TRITON_EXIT_TIMEOUT = 30  # tritonserver's --exit-timeout-secs default: how long it waits for requests in flight
 SERVE_DRAIN_TIMEOUT = 60  # ServeOptions.drain_timeout: the longest wait for requests in flight
-# The device plugin's resources: whole NPUs (huawei.com/Ascend910, Ascend310P, Ascend310) and vNPUs cut by
-# MindCluster from a 910 or 310P (e.g. huawei.com/Ascend310P-2c, Ascend910-4c, Ascend310P-4c.3cpu.ndvpp).
-_RESOURCE = re.compile(r"^huawei\.com/Ascend(910|310P|310)(-[0-9]+c(\.[0-9]+cpu)?(\.[0-9]+g)?(\.n?dvpp)?)?$")
+STARTUP_PERIOD = 10  # seconds between startup probes: the load deadline is counted in these
+# --mount-driver (nodes without the Ascend docker runtime): what ACL and npu-smi need from the host, read-only
+DRIVER_MOUNTS = (
+    ("ascend-driver", "/usr/local/Ascend/driver", "Directory"),  # the driver's libraries ACL loads
+    ("dcmi", "/usr/local/dcmi", "Directory"),  # the DCMI library npu-smi loads
+    ("npu-smi", "/usr/local/sbin/npu-smi", "File"),
+    ("ascend-install-info", "/etc/ascend_install.info", "File"),  # where the driver is installed
+)
+# NPU resources: Ascend's device plugin (whole chips huawei.com/Ascend910 / Ascend310P / Ascend310 and MindCluster's
+# static vNPUs such as Ascend310P-2c), MindCluster's huawei.com/npu (newer chips) and Volcano's dynamic vNPU
+# huawei.com/npu-core, and HAMi's per-chip names (its ascend-device-configmap: Ascend910A, Ascend910B2, Ascend910B3,
+# Ascend910B4, Ascend910B4-1, Ascend910C, Ascend310P), which take a -memory companion (MiB of device memory).
+_DEVICE_PLUGIN = re.compile(r"^huawei\.com/Ascend(910|310P|310)(-[0-9]+c(\.[0-9]+cpu)?(\.[0-9]+g)?(\.n?dvpp)?)?$")
+_MINDCLUSTER = re.compile(r"^huawei\.com/npu(-core)?$")
+_HAMI = re.compile(r"^huawei\.com/Ascend(910A|910B2|910B3|910B4|910B4-1|910C|310P)$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")  # e.g. 500m, 2, 8Gi
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+# checkov checks these manifests do not pass by design, each with the reason written into the manifest
+# (metadata.annotations "checkov.io/skip<N>": "<check>=<reason>"); docs/deployment.md lists them too.
+CHECKOV_SKIPS = {
+    "CKV_K8S_40": "the uid must be the owner of the OM packages and the driver's HwHiAiUser on the node (1000 on most "
+    "Ascend hosts), not a high uid: give --run-as-user to change it",
+    "CKV_K8S_43": "the image digest is the user's to pin: give --image REGISTRY/IMAGE@sha256:... and this skip goes",
+    "CKV_K8S_21": "no --namespace given: kubectl applies to its context's namespace; give --namespace to pin it",
+}
 
 
 @dataclass
@@ -45,16 +76,24 @@ class K8sOptions:
     replicas: int = 1
     npu_resource: str = DEFAULT_NPU_RESOURCE
     npus: int = 1  # NPUs per pod: the server uses npu:0..npus-1 (logical ids inside the container)
+    npu_memory: Optional[int] = None  # HAMi: MiB of device memory per NPU (the <resource>-memory companion)
     workers: int = 2  # serve: worker processes per NPU; triton: model instances per NPU
+    ready_min_workers: int = 1  # serve: the pod stays ready while at least this many workers are
+    load_timeout: int = 600  # seconds the startup probe waits for the load before the container is restarted
     models_root: Optional[Path] = None  # the local folder the model volume holds (default: the model_dirs' parent)
-    models_host_path: Optional[str] = None  # the node's folder (hostPath); default models_root
-    models_pvc: Optional[str] = None  # or a PersistentVolumeClaim holding the same tree
+    models_pvc: Optional[str] = None  # the PersistentVolumeClaim holding that tree (default: <name>-models)
+    models_host_path: Optional[str] = None  # or the node's folder (hostPath: Pod Security baseline refuses it)
+    models_in_image: bool = False  # or no volume: the packages are baked into the image under models_mount
     models_mount: str = "/models"
+    run_as_user: int = 1000  # the owner of the OM packages (ais_bench refuses others)
+    run_as_group: int = 1000  # their group, and fsGroup of the emptyDirs
+    device_group: int = 1000  # the group owning /dev/davinci* on the node (the driver's HwHiAiUser)
     port: Optional[int] = None  # serve 8080; triton's HTTP port 8000 (gRPC 8001, metrics 8002)
     shutdown_grace: float = 5.0  # serve: seconds answering 503 after SIGTERM
     pre_stop_seconds: int = 5  # wait before SIGTERM while the endpoints controller drops the pod
     cpu: str = "2"
     memory: str = "8Gi"
+    shm_size: str = "1Gi"  # triton: /dev/shm, where its Python backend passes tensors (64 MiB in a pod otherwise)
     hpa_max_replicas: Optional[int] = None  # an HPA from replicas up to this many
     hpa_cpu_percent: int = 70
     hpa_metric: str = "cpu"  # or "in-flight": requests in flight per pod, through prometheus-adapter
@@ -65,15 +104,28 @@ class K8sOptions:
 
 
 def npu_resource(name: str) -> str:
-    """The device plugin's resource name: ``Ascend910`` / ``Ascend310P-2c`` / ``huawei.com/Ascend310`` ->
+    """The NPU resource name: ``Ascend910`` / ``Ascend310P-2c`` / ``npu`` / ``huawei.com/Ascend910B3`` ->
     ``huawei.com/...``, checked."""
     full = name if "/" in name else f"huawei.com/{name}"
-    if not _RESOURCE.match(full):
+    if not any(r.match(full) for r in (_DEVICE_PLUGIN, _MINDCLUSTER, _HAMI)):
         raise ConfigError(
-            f"--npu-resource {name!r} is not a resource of the Ascend device plugin: give huawei.com/Ascend310P "
-            "(the default), huawei.com/Ascend910, huawei.com/Ascend310, or a vNPU such as huawei.com/Ascend310P-2c"
+            f"--npu-resource {name!r} is not an NPU resource of Ascend's device plugin, MindCluster or HAMi: give "
+            "huawei.com/Ascend310P (the default), Ascend910, Ascend310, a vNPU such as Ascend310P-2c, npu or "
+            "npu-core (MindCluster, Volcano), or HAMi's Ascend910B3, Ascend910C, ..."
         )
     return full
+
+
+def _check_resource(options: K8sOptions) -> str:
+    resource = npu_resource(options.npu_resource)
+    if (resource.count("-") or resource.endswith("npu-core")) and options.npus != 1:
+        raise ConfigError(f"--npus {options.npus} with the vNPU {resource}: a container takes one vNPU; give --npus 1")
+    if options.npu_memory is not None and not _HAMI.match(resource):
+        raise ConfigError(
+            f"--npu-memory with {resource}: only HAMi's resources (huawei.com/Ascend910B3, ...) have a -memory "
+            "companion; drop --npu-memory or give HAMi's resource name"
+        )
+    return resource
 
 
 def _check(kind: str, options: K8sOptions) -> str:
@@ -87,19 +139,23 @@ def _check(kind: str, options: K8sOptions) -> str:
         raise ConfigError(
             f"--image {options.image!r}: give the image reference, e.g. registry.example.com/paddlex-npu:1"
         )
-    resource = npu_resource(options.npu_resource)
-    if resource.count("-") and options.npus != 1:
-        raise ConfigError(f"--npus {options.npus} with the vNPU {resource}: a container takes one vNPU; give --npus 1")
+    resource = _check_resource(options)
     for what, value in (("--replicas", options.replicas), ("--npus", options.npus), ("--workers", options.workers)):
         if value < 1:
             raise ConfigError(f"{what} {value}: give 1 or more")
-    if options.models_host_path and options.models_pvc:
-        raise ConfigError("--models-host-path and --models-pvc both given: the model volume is one or the other")
+    if not 1 <= options.ready_min_workers <= options.workers * options.npus:
+        raise ConfigError(
+            f"--ready-min-workers {options.ready_min_workers}: give 1 to the pod's workers "
+            f"({options.workers} per NPU x {options.npus} NPU(s) = {options.workers * options.npus})"
+        )
+    if sum(map(bool, (options.models_host_path, options.models_pvc, options.models_in_image))) > 1:
+        raise ConfigError("--models-pvc, --models-host-path and --models-in-image: the model volume is one of them")
     if options.hpa_max_replicas is not None and options.hpa_max_replicas < options.replicas:
         raise ConfigError(
             f"--hpa-max-replicas {options.hpa_max_replicas} is below --replicas {options.replicas}: give at least that"
         )
-    for what, value, example in (("--cpu", options.cpu, "2 or 500m"), ("--memory", options.memory, "8Gi")):
+    quantities = (("--cpu", options.cpu, "2 or 500m"), ("--memory", options.memory, "8Gi"))
+    for what, value, example in quantities + (("--shm-size", options.shm_size, "1Gi"),):
         if not _QUANTITY.match(str(value)):
             raise ConfigError(f"{what} {value!r} is not a Kubernetes quantity: give e.g. {example}")
     if options.hpa_metric not in HPA_METRICS:
@@ -108,6 +164,8 @@ def _check(kind: str, options: K8sOptions) -> str:
         raise ConfigError(
             f"--models-mount {options.models_mount!r}: give an absolute path in the container, e.g. /models"
         )
+    if min(options.run_as_user, options.run_as_group, options.device_group) < 1:
+        raise ConfigError("--run-as-user, --run-as-group and --device-group: give ids above 0 (root is refused)")
     return resource
 
 
@@ -147,12 +205,216 @@ def container_config(pipeline: Any, options: K8sOptions) -> Tuple[Dict[str, Any]
     return config, root
 
 
-def _probe(path: str, port: str, period: int, failures: int, timeout: int = 5) -> Dict[str, Any]:
+@dataclass
+class _Server:
+    """What differs between serve and Triton: the command, the ports, the probe paths, the drain."""
+
+    args: List[str]
+    ports: List[Tuple[str, int]]
+    metrics_port: int
+    live: str  # liveness: the process answers
+    ready: str  # readiness, and the startup probe: loaded (serve: at least ready_min_workers workers)
+    drain: float  # seconds after SIGTERM until the server has answered what it holds
+
+
+def _server(kind: str, options: K8sOptions) -> _Server:
+    cfg_path, devices = f"{CONFIG_DIR}/pipeline.yaml", ",".join(str(i) for i in range(options.npus))
+    if kind == "serve":
+        port = options.port or 8080
+        args = ["paddlex-npu", "serve", cfg_path, "--host", "0.0.0.0", "--port", str(port)]
+        args += ["--workers", str(options.workers), "--device", f"npu:{devices}", "--runtime", "ais_bench"]
+        args += ["--shutdown-grace", f"{options.shutdown_grace:g}", "--log-format", options.log_format]
+        ready = f"/ready?min-workers={options.ready_min_workers}"
+        return _Server(args, [("http", port)], port, "/health", ready, options.shutdown_grace + SERVE_DRAIN_TIMEOUT)
+    port = options.port or 8000
+    repo = f"{CACHE_DIR}/repository"
+    script = (
+        f"paddlex-npu triton-repo {cfg_path} {repo} --device npu:{devices} --instances {options.workers} "
+        f"--runtime ais_bench && exec paddlex-npu triton-serve {repo} --host 0.0.0.0 --http-port {port} "
+        f"--grpc-port {port + 1} --metrics-port {port + 2}"
+    )
+    ports = [("http", port), ("grpc", port + 1), ("metrics", port + 2)]
+    return _Server(["sh", "-c", script], ports, port + 2, "/v2/health/live", "/v2/health/ready", TRITON_EXIT_TIMEOUT)
+
+
+def _probe(path: str, period: int, failures: int, timeout: int = 5) -> Dict[str, Any]:
     return {
-        "httpGet": {"path": path, "port": port},
+        "httpGet": {"path": path, "port": "http"},
         "periodSeconds": period,
         "failureThreshold": failures,
         "timeoutSeconds": timeout,
+    }
+
+
+def _volumes(kind: str, options: K8sOptions, root: Path) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(volumes, volumeMounts): the pipeline, the writable emptyDirs, the models, Triton's /dev/shm, the driver."""
+    volumes: List[Dict[str, Any]] = [
+        {"name": "pipeline", "configMap": {"name": f"{options.name}-pipeline"}},
+        {"name": "cache", "emptyDir": {"sizeLimit": "2Gi"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+    ]
+    mounts = [
+        {"name": "pipeline", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "cache", "mountPath": CACHE_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if options.models_host_path:  # Pod Security baseline refuses hostPath: only when asked
+        volumes.append({"name": "models", "hostPath": {"path": options.models_host_path, "type": "Directory"}})
+    elif not options.models_in_image:
+        claim = options.models_pvc or f"{options.name}-models"
+        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+    if not options.models_in_image:
+        mounts.append({"name": "models", "mountPath": options.models_mount, "readOnly": True})
+    if kind == "triton":  # the Python backend's tensors go through /dev/shm (64 MiB in a pod without this)
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}})
+        mounts.append({"name": "shm", "mountPath": "/dev/shm"})
+    if options.mount_driver:
+        for vol, path, host_type in DRIVER_MOUNTS:
+            volumes.append({"name": vol, "hostPath": {"path": path, "type": host_type}})
+            mounts.append({"name": vol, "mountPath": path, "readOnly": True})
+    return volumes, mounts
+
+
+def _resources(options: K8sOptions, resource: str) -> Dict[str, Any]:
+    npu = {resource: str(options.npus)}
+    if options.npu_memory is not None:
+        npu[f"{resource}-memory"] = str(options.npu_memory)
+    return {
+        "requests": {"cpu": options.cpu, "memory": options.memory, **npu},
+        "limits": {"cpu": options.cpu, "memory": options.memory, **npu},
+    }
+
+
+def _container(kind: str, options: K8sOptions, server: _Server, resource: str, mounts: List[Dict[str, Any]]) -> Dict:
+    startup_failures = max(1, math.ceil(options.load_timeout / STARTUP_PERIOD))
+    env = {
+        "PADDLEX_NPU_RUNTIME": "ais_bench",
+        "PADDLEX_NPU_CACHE": CACHE_DIR,
+        "HOME": CACHE_DIR,
+        "PADDLE_PDX_CACHE_HOME": f"{CACHE_DIR}/paddlex",
+        "PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK": "True",  # offline: no check of PaddleX's model hosters
+        "PADDLE_PDX_LOCAL_FONT_FILE_PATH": FONT,  # offline: PaddleX draws results with the image's font
+    }
+    return {
+        "name": kind,
+        "image": options.image,
+        "imagePullPolicy": "Always",
+        "args": server.args,
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in server.ports],
+        "resources": _resources(options, resource),
+        # the load (every gear warmed) may take minutes: the startup probe waits for readiness up to the deadline,
+        # then liveness takes over; a load that hangs is restarted
+        "startupProbe": _probe(server.ready, STARTUP_PERIOD, startup_failures),
+        "livenessProbe": _probe(server.live, 10, 3),
+        "readinessProbe": _probe(server.ready, 5, 1, timeout=3),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(options.pre_stop_seconds)]}}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": options.run_as_user,
+            "runAsGroup": options.run_as_group,
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": mounts,
+    }
+
+
+def _pod_spec(kind: str, options: K8sOptions, server: _Server, resource: str, root: Path) -> Dict[str, Any]:
+    volumes, mounts = _volumes(kind, options, root)
+    security = {
+        "runAsNonRoot": True,
+        "runAsUser": options.run_as_user,
+        "runAsGroup": options.run_as_group,
+        "fsGroup": options.run_as_group,  # the emptyDirs writable by the group
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if options.device_group != options.run_as_group:
+        security["supplementalGroups"] = [options.device_group]  # /dev/davinci* is HwHiAiUser's group
+    spec: Dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "securityContext": security,
+        "terminationGracePeriodSeconds": int(options.pre_stop_seconds + server.drain + 10),
+        "containers": [_container(kind, options, server, resource, mounts)],
+        "volumes": volumes,
+    }
+    if options.node_selector:
+        spec["nodeSelector"] = dict(options.node_selector)
+    if options.replicas >= 2:  # one node's loss takes one replica, not all
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": _labels(options)},
+            }
+        ]
+    return spec
+
+
+def _labels(options: K8sOptions) -> Dict[str, str]:
+    return {"app.kubernetes.io/name": "paddlex-npu", "app.kubernetes.io/instance": options.name}
+
+
+def _meta(options: K8sOptions, name: Optional[str] = None, checks: Sequence[str] = ()) -> Dict[str, Any]:
+    """Name, labels, namespace, and checkov's skip annotations (with their reasons) for those of ``checks`` that
+    apply, and for the namespace when none is given."""
+    meta: Dict[str, Any] = {"name": name or options.name, "labels": _labels(options)}
+    if options.namespace:
+        meta["namespace"] = options.namespace
+    applies = {
+        "CKV_K8S_21": not options.namespace,
+        "CKV_K8S_40": "CKV_K8S_40" in checks and options.run_as_user <= 10000,
+        "CKV_K8S_43": "CKV_K8S_43" in checks and not _DIGEST.search(options.image),
+    }
+    skips = [check for check, needed in applies.items() if needed]
+    if skips:
+        meta["annotations"] = {
+            f"checkov.io/skip{i}": f"{check}={CHECKOV_SKIPS[check]}" for i, check in enumerate(skips, 1)
+        }
+    return meta
+
+
+def _deployment(kind: str, options: K8sOptions, resource: str, root: Path) -> Dict[str, Any]:
+    server = _server(kind, options)
+    scrape = {  # one scrape path: the pods (a Service annotation too would make common setups scrape them twice)
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": str(server.metrics_port),
+        "prometheus.io/path": "/metrics",
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(options, checks=("CKV_K8S_40", "CKV_K8S_43")),
+        "spec": {
+            "replicas": options.replicas,
+            "selector": {"matchLabels": _labels(options)},
+            # one pod at a time: a new pod needs free NPUs on some node before an old one goes
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "template": {
+                "metadata": {"labels": _labels(options), "annotations": scrape},
+                "spec": _pod_spec(kind, options, server, resource, root),
+            },
+        },
+    }
+
+
+def _network_policy(kind: str, options: K8sOptions) -> Dict[str, Any]:
+    """The listening ports open to the cluster; no egress (the server needs no network: offline)."""
+    ports = [{"protocol": "TCP", "port": p} for _, p in _server(kind, options).ports]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(options),
+        "spec": {
+            "podSelector": {"matchLabels": _labels(options)},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"ports": ports}],
+            "egress": [],
+        },
     }
 
 
@@ -160,128 +422,48 @@ def manifests(kind: str, pipeline: Any, options: K8sOptions) -> List[Dict[str, A
     """The objects for ``kind`` (``serve`` or ``triton``) serving ``pipeline`` (a YAML path or config)."""
     resource = _check(kind, options)
     config, root = container_config(pipeline, options)
-    name, devices = options.name, ",".join(str(i) for i in range(options.npus))
-    labels = {"app.kubernetes.io/name": "paddlex-npu", "app.kubernetes.io/instance": name}
-    meta = {"name": name, "labels": labels, **({"namespace": options.namespace} if options.namespace else {})}
-    cfg_path = f"{CONFIG_DIR}/pipeline.yaml"
-    if kind == "serve":
-        port = options.port or 8080
-        ports = [("http", port)]
-        metrics_port, metrics_path = port, "/metrics"
-        args = ["paddlex-npu", "serve", cfg_path, "--host", "0.0.0.0", "--port", str(port)]
-        args += ["--workers", str(options.workers), "--device", f"npu:{devices}", "--runtime", "ais_bench"]
-        args += ["--shutdown-grace", f"{options.shutdown_grace:g}", "--log-format", options.log_format]
-        live, ready = "/health", "/ready"
-        drain = options.shutdown_grace + SERVE_DRAIN_TIMEOUT
-    else:
-        port = options.port or 8000
-        ports = [("http", port), ("grpc", port + 1), ("metrics", port + 2)]
-        metrics_port, metrics_path = port + 2, "/metrics"
-        repo = f"{CACHE_DIR}/repository"
-        args = [
-            "sh",
-            "-c",
-            f"paddlex-npu triton-repo {cfg_path} {repo} --device npu:{devices} --instances {options.workers} "
-            f"--runtime ais_bench && exec paddlex-npu triton-serve {repo} --host 0.0.0.0 --http-port {port} "
-            f"--grpc-port {port + 1} --metrics-port {port + 2}",
-        ]
-        live, ready = "/v2/health/live", "/v2/health/ready"
-        drain = TRITON_EXIT_TIMEOUT
-    grace = int(options.pre_stop_seconds + drain + 10)
-    volumes: List[Dict[str, Any]] = [
-        {"name": "pipeline", "configMap": {"name": f"{name}-pipeline"}},
-        {"name": "cache", "emptyDir": {}},
-    ]
-    if options.models_pvc:
-        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": options.models_pvc, "readOnly": True}})
-    else:
-        host = options.models_host_path or str(root)
-        volumes.append({"name": "models", "hostPath": {"path": host, "type": "Directory"}})
-    mounts = [
-        {"name": "pipeline", "mountPath": CONFIG_DIR, "readOnly": True},
-        {"name": "cache", "mountPath": CACHE_DIR},
-        {"name": "models", "mountPath": options.models_mount, "readOnly": True},
-    ]
-    if options.mount_driver:
-        for vol, path in (("ascend-driver", "/usr/local/Ascend/driver"), ("npu-smi", "/usr/local/sbin/npu-smi")):
-            volumes.append({"name": vol, "hostPath": {"path": path}})
-            mounts.append({"name": vol, "mountPath": path, "readOnly": True})
-    container = {
-        "name": kind,
-        "image": options.image,
-        "args": args,
-        "env": [
-            {"name": "PADDLEX_NPU_RUNTIME", "value": "ais_bench"},
-            {"name": "PADDLEX_NPU_CACHE", "value": CACHE_DIR},
-        ],
-        "ports": [{"name": n, "containerPort": p, "protocol": "TCP"} for n, p in ports],
-        "resources": {
-            "requests": {"cpu": options.cpu, "memory": options.memory, resource: str(options.npus)},
-            "limits": {"memory": options.memory, resource: str(options.npus)},
-        },
-        # loading and warming every gear can take minutes: the startup probe holds liveness off until then
-        "startupProbe": _probe(live, "http", 10, 60),
-        "livenessProbe": _probe(live, "http", 10, 3),
-        "readinessProbe": _probe(ready, "http", 5, 1, timeout=3),
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(options.pre_stop_seconds)]}}},
-        "volumeMounts": mounts,
-    }
-    pod_spec: Dict[str, Any] = {
-        "terminationGracePeriodSeconds": grace,
-        "containers": [container],
-        "volumes": volumes,
-    }
-    if options.node_selector:
-        pod_spec["nodeSelector"] = dict(options.node_selector)
-    annotations = {
-        "prometheus.io/scrape": "true",
-        "prometheus.io/port": str(metrics_port),
-        "prometheus.io/path": metrics_path,
-    }
+    ports = _server(kind, options).ports
     objects: List[Dict[str, Any]] = [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {**meta, "name": f"{name}-pipeline"},
+            "metadata": _meta(options, f"{options.name}-pipeline"),
             "data": {"pipeline.yaml": yaml.safe_dump(config, sort_keys=False)},
         },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta,
-            "spec": {
-                "replicas": options.replicas,
-                "selector": {"matchLabels": labels},
-                # one pod at a time: a new pod needs free NPUs on some node before an old one goes
-                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
-            },
-        },
+        _deployment(kind, options, resource, root),
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {**meta, "annotations": annotations},
+            "metadata": _meta(options),
             "spec": {
-                "selector": labels,
+                "selector": _labels(options),
                 "ports": [{"name": n, "port": p, "targetPort": n, "protocol": "TCP"} for n, p in ports],
             },
         },
+        _network_policy(kind, options),
     ]
-    if options.hpa_max_replicas is not None:
+    if options.replicas >= 2:  # a drain of nodes takes one replica at a time
+        spec = {"maxUnavailable": 1, "selector": {"matchLabels": _labels(options)}}
         objects.append(
-            {
-                "apiVersion": "autoscaling/v2",
-                "kind": "HorizontalPodAutoscaler",
-                "metadata": meta,
-                "spec": {
-                    "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-                    "minReplicas": options.replicas,
-                    "maxReplicas": options.hpa_max_replicas,
-                    "metrics": [_hpa_metric(kind, options)],
-                },
-            }
+            {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": _meta(options), "spec": spec}
         )
+    if options.hpa_max_replicas is not None:
+        objects.append(_hpa(kind, options))
     return objects
+
+
+def _hpa(kind: str, options: K8sOptions) -> Dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _meta(options),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": options.name},
+            "minReplicas": options.replicas,
+            "maxReplicas": options.hpa_max_replicas,
+            "metrics": [_hpa_metric(kind, options)],
+        },
+    }
 
 
 def _hpa_metric(kind: str, options: K8sOptions) -> Dict[str, Any]:

@@ -52,6 +52,10 @@ class TritonOptions:
     instances: int = 1  # model instances (processes) per device
     max_queue_delay_us: int = 2000
     dynamic_batching: bool = True
+    # the dynamic batcher's queue bound: beyond max_queue_size requests waiting, or after queue_timeout_us in the
+    # queue, Triton refuses at once (REJECT) instead of letting latency grow without limit
+    max_queue_size: int = 64
+    queue_timeout_us: int = 10_000_000
     ocr_max_batch: int = 4
     rec_max_batch: Optional[int] = None  # default: rec_batch_limit() of the OM
     keep_versions: int = 1
@@ -146,6 +150,10 @@ def _pbtxt(
         body = [f"  max_queue_delay_microseconds: {options.max_queue_delay_us}"]
         if pref:
             body.append(f"  preferred_batch_size: [ {', '.join(map(str, pref))} ]")
+        body.append(
+            f"  default_queue_policy {{ max_queue_size: {options.max_queue_size} timeout_action: REJECT "
+            f"default_timeout_microseconds: {options.queue_timeout_us} allow_timeout_override: false }}"
+        )
         lines += ["dynamic_batching {", *body, "}"]
     groups = [f'  {{ name: "npu{d}" count: {options.instances} kind: KIND_CPU }}' for d in options.devices]
     lines += ["instance_group [", ",\n".join(groups), "]"]
@@ -229,6 +237,11 @@ def _check_options(options: TritonOptions) -> None:
         raise ConfigError(f"max queue delay must be >= 0 microseconds, got {options.max_queue_delay_us}")
     if options.keep_versions < 1:
         raise ConfigError(f"versions to keep must be >= 1, got {options.keep_versions}")
+    if options.max_queue_size < 1 or options.queue_timeout_us < 1:
+        raise ConfigError(
+            f"--max-queue-size {options.max_queue_size} / --queue-timeout-ms {options.queue_timeout_us // 1000}: "
+            "give 1 or more (the queue of the dynamic batcher is bounded)"
+        )
     for key in ("max_image_pixels", "max_request_pixels"):
         if getattr(options, key) < 1:
             raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {getattr(options, key)}")

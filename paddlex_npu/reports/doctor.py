@@ -51,6 +51,7 @@ def _npu_smi() -> Check:
     """The chips CANN can use, from ``npu-smi info -m`` (Chip Logic IDs: what device ids count; ``info -l`` lists
     cards, and a 300I Duo card holds two chips), and what ``ASCEND_RT_VISIBLE_DEVICES`` leaves visible."""
     from ..run.device_ids import VISIBLE_ENV, parse_npu_smi_chips, visible_devices
+    from .container import container_kind, npu_smi_ids_in_container
 
     exe = shutil.which("npu-smi")
     if not exe:
@@ -77,6 +78,8 @@ def _npu_smi() -> Check:
         return Check("npu-smi", OK, detail + f"; device ids 0..{len(chips) - 1} ({VISIBLE_ENV} not set)")
     unknown = [v for v in visible if not v.isdigit() or int(v) not in {c.logic_id for c in chips}]
     detail += f"; {VISIBLE_ENV}={','.join(visible)}: device ids 0..{len(visible) - 1} are those chips in that order"
+    if unknown and container_kind() is not None:
+        return npu_smi_ids_in_container(detail, unknown)
     if unknown:
         return Check(
             "npu-smi",
@@ -191,7 +194,10 @@ def _optional(name: str, module: str, why: str, fix: str) -> Check:
 
 
 def run_checks() -> List[Check]:
+    from .container import container_check
+
     checks: List[Callable[[], Optional[Check]]] = [
+        container_check,
         _cann_env,
         _npu_smi,
         _pyacl,

@@ -9,8 +9,9 @@ import asyncio
 import contextvars
 import json
 import threading
+import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from ..errors import QueueFullError
 from ..executor.pool import Pool
@@ -83,7 +84,7 @@ class Guard:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         if path in ("/health", "/ready") and scope["method"] == "GET":
-            return await self._probe(path, send)
+            return await self._probe(path, send, scope.get("query_string", b""))
         if self.state.draining:
             _overloaded(scope)
             return await _answer(send, 503, "the server is shutting down; retry on another server", close=True)
@@ -202,7 +203,7 @@ class Guard:
                 break
         await _answer(send, 413, message, close=True)
 
-    async def _probe(self, path: str, send: Callable) -> None:
+    async def _probe(self, path: str, send: Callable, query: bytes = b"") -> None:
         pool = self.state.pool
         status = pool.status if pool is not None else None
         if path == "/health":
@@ -211,12 +212,25 @@ class Guard:
             return await _answer(send, 503, f"no worker is alive: {status.last_error}")
         if self.state.draining:
             return await _answer(send, 503, "not ready: the server is draining (shutting down)")
-        if status is None or not status.all_ready:
+        need = _min_workers(query)  # /ready?min-workers=N: ready while N workers are (a pod's readiness probe)
+        if isinstance(need, str):
+            return await _answer(send, 400, need)
+        if status is None or not (status.all_ready if need is None else not status.closing and status.ready >= need):
             why = "starting" if status is None else f"{status.ready} of {status.size} workers ready"
             if status is not None and status.starting:
                 why += f", {status.starting} restarting"
             return await _answer(send, 503, f"not ready: {why}")
         return await _ok_probe(send, "ready")
+
+
+def _min_workers(query: bytes) -> Union[int, str, None]:
+    """``min-workers`` of /ready's query: the number, None when absent (every worker), or what is wrong with it."""
+    values = urllib.parse.parse_qs(query.decode("latin-1")).get("min-workers")
+    if not values:
+        return None
+    if not values[-1].isdigit() or int(values[-1]) < 1:
+        return f"min-workers={values[-1]!r}: give a whole number of workers, 1 or more (/ready?min-workers=1)"
+    return int(values[-1])
 
 
 def _overloaded(scope: Dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ LIMIT = 60
 ALLOWED: Dict[str, str] = {
     "paddlex_npu/serve/metrics.py:_Metrics.__init__": "a flat table: one Prometheus series per statement",
     "paddlex_npu/build/convert.py:plan_conversion": "owned by build (ctc), being split",
-    "paddlex_npu/deploy/k8s.py:manifests": "owned by deploy, being split",
     "paddlex_npu/perf/benchmark.py:run_benchmark": "owned by perf (ctc), being split",
     "paddlex_npu/perf/capacity.py:predict": "owned by perf (ctc), being split",
     "paddlex_npu/ray/batch.py:ocr": "owned by ray, being split",
