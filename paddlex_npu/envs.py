@@ -87,6 +87,17 @@ LOG_LEVEL = EnvVar(
     "`INFO`",
     "The log level of those worker processes, as `--log-level`.",
 )
+API_TOKENS = EnvVar(
+    "PADDLEX_NPU_API_TOKENS",
+    "unset (no token needed)",
+    "Bearer tokens `serve` and `ray-serve` accept for every path but `/health` and `/ready`, separated by commas "
+    "(with `--token-file`): see [the threat model](threat-model.md).",
+)
+METRICS_TOKENS = EnvVar(
+    "PADDLEX_NPU_METRICS_TOKENS",
+    "unset (`/metrics` takes the API tokens, open when none is set)",
+    "Bearer tokens that open `/metrics` only (with `--metrics-token-file`), for a scraper without OCR rights.",
+)
 PDX_FONT = EnvVar(
     "PADDLE_PDX_LOCAL_FONT_FILE_PATH",
     "unset (PaddleX downloads a font)",
@@ -113,6 +124,8 @@ VARIABLES: Tuple[EnvVar, ...] = (
     SIM_LOCKS,
     LOG_FORMAT,
     LOG_LEVEL,
+    API_TOKENS,
+    METRICS_TOKENS,
     PDX_FONT,
     PDX_SOURCE_CHECK,
 )
