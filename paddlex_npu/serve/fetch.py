@@ -303,6 +303,33 @@ def raw_bytes(file: str, policy: UrlPolicy, pixels: Optional[PixelLimits] = None
     return base64.b64decode(file)
 
 
+# ---- Triton: the policy as a model's parameters ------------------------------------------------------------------
+
+
+def url_parameters(policy: UrlPolicy) -> Dict[str, str]:
+    """``policy`` as a Triton model's ``parameters`` (none when URL inputs are off)."""
+    if not policy.enabled:
+        return {}
+    return {
+        "url_allow": ",".join(policy.allow),
+        "url_max_bytes": str(policy.max_bytes),
+        "url_timeout": f"{policy.timeout:g}",
+        "url_max_redirects": str(policy.max_redirects),
+    }
+
+
+def policy_from_parameters(params: Dict[str, str], option: str) -> UrlPolicy:
+    """The policy :func:`url_parameters` wrote (URL inputs off when the parameters are absent)."""
+    allow = tuple(a for a in (params.get("url_allow") or "").split(",") if a)
+    return UrlPolicy(
+        allow,
+        max_bytes=int(params.get("url_max_bytes") or DEFAULT_MAX_BYTES),
+        timeout=float(params.get("url_timeout") or DEFAULT_TIMEOUT),
+        max_redirects=int(params.get("url_max_redirects") or DEFAULT_MAX_REDIRECTS),
+        option=option,
+    )
+
+
 # ---- serve: PaddleX's app --------------------------------------------------------------------------------------
 
 _FETCHED: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_fetched", default=None)

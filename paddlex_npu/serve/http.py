@@ -29,8 +29,8 @@ from ..errors import (
 from ..errors import http_status as category_status
 from ..executor.pool import RestartBudget, WorkerPool
 from ..log import logger
+from . import auth, fetch, metrics, observe
 from . import images as pixel_guard
-from . import metrics, observe
 from .images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS, PixelLimits
 from .options import check_options
 from .replies import error_body
@@ -58,6 +58,10 @@ class ServeOptions:
     restart_window: float = 600.0
     shutdown_grace: float = 0.0  # seconds answering 503 after SIGTERM before the port closes
     drain_timeout: float = 60.0  # longest wait for requests in flight at shutdown
+    urls: fetch.UrlPolicy = fetch.UrlPolicy()  # URL inputs: refused unless hosts are allowed
+    tokens: auth.AccessTokens = auth.AccessTokens()  # bearer tokens: none needed unless given
+    tls_certfile: Optional[str] = None  # HTTPS with uvicorn's ssl options
+    tls_keyfile: Optional[str] = None
 
 
 @dataclass
@@ -379,7 +383,8 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     from fastapi.responses import JSONResponse
     from paddlex.inference.serving.basic_serving import create_pipeline_app
 
-    pixel_guard.install(PixelLimits(options.max_image_pixels, options.max_request_pixels))
+    limits = PixelLimits(options.max_image_pixels, options.max_request_pixels)
+    pixel_guard.install(limits)
     config = dict(pipeline_config)
     config["Serving"] = dict(config.get("Serving") or {})
     app = create_pipeline_app(_NoPipeline(), config)
@@ -394,6 +399,7 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
 
     app.router.lifespan_context = lifespan
     _capture_requests(app)
+    fetch.install(app, options.urls, limits)
 
     @app.exception_handler(PaddlexNpuError)
     async def _route_error(request: Any, exc: PaddlexNpuError) -> Any:
@@ -440,7 +446,7 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     state = _State(pool=pool, capacity=pool.size + options.max_queue)
     app.state.npu_serving = state
     paths = [r.path for r in app.router.routes if hasattr(r, "path")]
-    return observe.ObservedApp(_Guard(app, state, options.max_body_bytes), paths), state
+    return auth.wrap(observe.ObservedApp(_Guard(app, state, options.max_body_bytes), paths), options.tokens), state
 
 
 def _dotted(loc: Any) -> str:
@@ -513,6 +519,8 @@ def serve(
             log_config=None,
             access_log=False,  # observe.ObservedApp logs each request
             timeout_graceful_shutdown=5,
+            ssl_certfile=options.tls_certfile,
+            ssl_keyfile=options.tls_keyfile,
         )
         server = DrainingServer(config)
 
@@ -525,7 +533,7 @@ def serve(
                 return
             state.pool = pool
             if on_ready:
-                on_ready(f"http://{options.host}:{options.port}")
+                on_ready(f"{'https' if options.tls_certfile else 'http'}://{options.host}:{options.port}")
 
         threading.Thread(target=start_workers, name="paddlex-npu-start", daemon=True).start()
         server.run()

@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import yaml
 
 from ..errors import ConfigError, http_status
+from .fetch import UrlRefusedError, policy_from_parameters, raw_bytes
 from .images import DecodeGuard, PixelLimits
 from .options import check_options
 from .replies import error_body, ok_body
@@ -87,6 +88,7 @@ class _Model:
             "request_option": "triton-repo --max-request-pixels",
         }
         self.decoder = DecodeGuard(PixelLimits(**limits, **options))
+        self.urls = policy_from_parameters(self.params, "triton-repo --allow-url-host")
         self.load()
 
     def load(self) -> None:
@@ -161,11 +163,11 @@ class OCRModel(_Model):
         if problem:
             return error_body(422, problem, request.logId)
         try:
-            raw = serving_utils.get_raw_bytes(request.file)
+            raw = raw_bytes(request.file, self.urls, self.decoder.limits, max_num_imgs=self.max_num_imgs)
             images, data_info = self.decoder.file_to_images(
                 serving_utils.file_to_images, raw, file_type, max_num_imgs=self.max_num_imgs
             )
-        except serving_utils.ImageTooLargeError as exc:
+        except (serving_utils.ImageTooLargeError, UrlRefusedError) as exc:
             return error_body(422, str(exc), request.logId)
         except Exception as exc:
             return error_body(422, f"Invalid input file ({type(exc).__name__}: {exc})", request.logId)
