@@ -148,3 +148,14 @@ class PoolClosedError(PaddlexNpuError, RuntimeError):
 
 class WorkerStartError(ExecutorError):
     """A worker could not load its pipeline; the message ends with the worker's own error (its last line)."""
+
+
+class UrlRefusedError(PaddlexNpuError, ValueError):
+    """A URL input the server does not fetch (URL inputs off, a host or address not allowed), or whose fetch went
+    over a limit (size, time, redirects); ``outcome`` says which (``serve.fetch``'s metric label)."""
+
+    category = "input"
+
+    def __init__(self, message: str, outcome: str = "error") -> None:
+        super().__init__(message)
+        self.outcome = outcome

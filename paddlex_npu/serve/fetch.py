@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import PaddlexNpuError
+from ..errors import UrlRefusedError
 from . import metrics
 from .images import PixelLimits, check_pixels
 
@@ -44,16 +44,6 @@ OUTCOMES += ("error",)
 
 IpNetwork = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 Resolver = Callable[[str, int], Sequence[str]]
-
-
-class UrlRefusedError(PaddlexNpuError, ValueError):
-    """A URL input the server does not fetch, or whose fetch went over a limit (the message names the option)."""
-
-    category = "input"
-
-    def __init__(self, message: str, outcome: str) -> None:
-        super().__init__(message)
-        self.outcome = outcome
 
 
 @dataclass(frozen=True)
