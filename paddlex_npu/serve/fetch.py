@@ -136,20 +136,24 @@ def _shown(url: str) -> str:
     return url if len(url) <= 120 else url[:117] + "..."
 
 
+def _parse(url: str) -> Tuple[Any, str, int]:
+    """(the split URL, its ASCII host, its port) of an http(s) URL with a host and no credentials."""
+    try:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("only http:// and https:// URLs with a host are fetched")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("credentials in a URL are not sent; remove them")
+        host = parts.hostname.rstrip(".")
+        host = host if host.isascii() else host.encode("idna").decode("ascii")
+        return parts, host, parts.port or (443 if parts.scheme == "https" else 80)
+    except (ValueError, UnicodeError) as exc:
+        raise UrlRefusedError(f"URL {_shown(url)!r}: {exc}", "scheme") from None
+
+
 async def _check(url: str, policy: UrlPolicy, resolve: Resolver) -> _Target:
     """The URL's scheme, host and every address it resolves to, checked; UrlRefusedError otherwise."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UrlRefusedError(f"URL {_shown(url)!r}: only http:// and https:// URLs with a host are fetched", "scheme")
-    if parts.username is not None or parts.password is not None:
-        raise UrlRefusedError(f"URL {_shown(url)!r}: credentials in a URL are not sent; remove them", "scheme")
-    host = parts.hostname.rstrip(".")
-    if not host.isascii():
-        host = host.encode("idna").decode("ascii")
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError as exc:
-        raise UrlRefusedError(f"URL {_shown(url)!r}: {exc}", "scheme") from None
+    parts, host, port = _parse(url)
     if not policy.host_allowed(host):
         raise UrlRefusedError(
             f"URL host {host!r} is not on this server's URL allow-list ({policy.option}): send the file "
@@ -279,10 +283,9 @@ async def fetch(
 
 
 def is_url(text: Any) -> bool:
-    """PaddleX's own test of a ``file`` field: a URL rather than base64."""
-    from paddlex.inference.serving.infra.utils import is_url as paddlex_is_url
-
-    return isinstance(text, str) and paddlex_is_url(text)
+    """Whether a ``file`` field is a URL rather than base64: PaddleX's quick test (``http://`` or ``https://``),
+    without its parse (a malformed URL is refused by the fetch, not decoded as base64)."""
+    return isinstance(text, str) and text.startswith(("http://", "https://"))
 
 
 def raw_bytes(file: str, policy: UrlPolicy, pixels: Optional[PixelLimits] = None, **kwargs: Any) -> bytes:

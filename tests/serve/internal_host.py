@@ -36,7 +36,8 @@ class InternalHost:
         self.requests: List[Tuple[str, str]] = []
         self.sent = 0
         self.stopped = threading.Event()
-        self.server = ThreadingHTTPServer((address, 0), self._handler())
+        self.server = ThreadingHTTPServer((address, 0), _Handler)
+        self.server.internal = self  # type: ignore[attr-defined]
         self.server.daemon_threads = True
         if tls is not None:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -59,70 +60,69 @@ class InternalHost:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _handler(self) -> type:
-        host = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+class _Handler(BaseHTTPRequestHandler):
+    """The paths of :class:`InternalHost` (its instance is ``self.server.internal``)."""
 
-            def log_message(self, *args: object) -> None:
-                pass
+    protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:
-                host.requests.append((self.path, self.headers.get("Host", "")))
-                parts = urlsplit(self.path)
-                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-                try:
-                    if parts.path.startswith("/file/"):
-                        self._send(host.files[parts.path[6:]])
-                    elif parts.path == "/big":
-                        self._big(int(query.get("mb", "1")), query.get("declared") == "1")
-                    elif parts.path == "/drip":
-                        self._drip(float(query.get("seconds", "30")))
-                    elif parts.path == "/redirect":
-                        self.send_response(302)
-                        self.send_header("Location", query["to"])
-                        self.send_header("Content-Length", "0")
-                        self.end_headers()
-                    else:
-                        self.send_error(404)
-                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
-                    pass
+    def log_message(self, *args: object) -> None:
+        pass
 
-            def _send(self, body: bytes) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
+    def do_GET(self) -> None:
+        host = self.server.internal  # type: ignore[attr-defined]
+        host.requests.append((self.path, self.headers.get("Host", "")))
+        parts = urlsplit(self.path)
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        try:
+            if parts.path.startswith("/file/") and parts.path[6:] in host.files:
+                self._send(host, host.files[parts.path[6:]])
+            elif parts.path == "/big":
+                self._big(host, int(query.get("mb", "1")), query.get("declared") == "1")
+            elif parts.path == "/drip":
+                self._drip(host, float(query.get("seconds", "30")))
+            elif parts.path == "/redirect":
+                self.send_response(302)
+                self.send_header("Location", query["to"])
+                self.send_header("Content-Length", "0")
                 self.end_headers()
-                self.wfile.write(body)
-                host.sent += len(body)
+            else:
+                self.send_error(404)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
 
-            def _big(self, mb: int, declared: bool) -> None:
-                self.send_response(200)
-                if declared:
-                    self.send_header("Content-Length", str(mb * CHUNK))
-                else:
-                    self.send_header("Connection", "close")
-                self.end_headers()
-                zeros = bytes(CHUNK)
-                for _ in range(mb):
-                    if host.stopped.is_set():
-                        return
-                    self.wfile.write(zeros)
-                    host.sent += CHUNK
-                self.close_connection = True
+    def _send(self, host: InternalHost, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        host.sent += len(body)
 
-            def _drip(self, seconds: float) -> None:
-                self.send_response(200)
-                self.send_header("Content-Length", str(int(seconds) + 10))
-                self.end_headers()
-                end = time.monotonic() + seconds
-                while time.monotonic() < end and not host.stopped.wait(1.0):
-                    self.wfile.write(b"x")
-                    self.wfile.flush()
-                    host.sent += 1
-                self.close_connection = True
+    def _big(self, host: InternalHost, mb: int, declared: bool) -> None:
+        self.send_response(200)
+        if declared:
+            self.send_header("Content-Length", str(mb * CHUNK))
+        else:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        zeros = bytes(CHUNK)
+        for _ in range(mb):
+            if host.stopped.is_set():
+                return
+            self.wfile.write(zeros)
+            host.sent += CHUNK
+        self.close_connection = True
 
-        return Handler
+    def _drip(self, host: InternalHost, seconds: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(int(seconds) + 10))
+        self.end_headers()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not host.stopped.wait(1.0):
+            self.wfile.write(b"x")
+            self.wfile.flush()
+            host.sent += 1
+        self.close_connection = True
 
 
 def self_signed(

@@ -75,6 +75,7 @@ def test_an_allowed_address_is_fetched(internal):
         (("localhost",), "http://localhost:{port}/file/a.png", None, "address"),  # the system's resolver
         (("127.0.0.1",), "ftp://127.0.0.1:{port}/a.png", {}, "scheme"),
         (("127.0.0.1",), "http://user:pw@127.0.0.1:{port}/file/a.png", {}, "scheme"),
+        (("*",), "http://[::1/file/a.png", {}, "scheme"),  # malformed: refused, not decoded as base64
     ],
 )
 def test_refused_before_any_byte_is_fetched(internal, allow, url, names, outcome):

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ENGLISH, norm
-from tests.serve.conftest import free_ports, server_env, stop, wait_until
-from tests.serve.internal_host import InternalHost, self_signed
+from tests.serve.conftest import free_ports, rss_peak, server_env, stop, wait_until
+from tests.serve.internal_host import self_signed
 
 API_TOKEN = "api-" + "a1b2c3d4" * 4
 METRICS_TOKEN = "metrics-" + "e5f6a7b8" * 4
@@ -57,14 +57,6 @@ def _start(tmp: Path, extra, context=None):
         stop(proc)
     assert why is None, why
     return {"url": url, "proc": proc, "log": log, "context": context}
-
-
-@pytest.fixture(scope="module")
-def internal(images):
-    """The internal host (127.0.0.1, what must not be fetched) and an allowed host (127.0.0.2)."""
-    files = {"english.png": images["english"].read_bytes()}
-    with InternalHost(files) as secret, InternalHost(files, address="127.0.0.2") as allowed:
-        yield {"secret": secret, "allowed": allowed}
 
 
 @pytest.fixture(scope="module")
@@ -129,19 +121,12 @@ def test_other_hosts_loopback_names_and_redirects_to_them_are_refused_before_fet
     assert secret.requests == []
 
 
-def _rss_peak(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
 def test_a_body_over_the_limit_is_refused_with_memory_bounded(guarded, internal):
     allowed, pid = internal["allowed"], guarded["proc"].pid
-    before = _rss_peak(pid)
+    before = rss_peak(pid)
     status, ans = _ocr_url(guarded, allowed.url + "/big?mb=1024")  # 1 GiB, no declared length
     assert status == 422 and "refused while reading" in ans["errorMsg"] and "--url-max-mb" in ans["errorMsg"], ans
-    assert _rss_peak(pid) - before < 64 * 1024 * 1024
+    assert rss_peak(pid) - before < 64 * 1024 * 1024
     status, ans = _ocr_url(guarded, allowed.url + "/big?mb=1024&declared=1")
     assert status == 422 and "1073741824 bytes" in ans["errorMsg"], ans
 

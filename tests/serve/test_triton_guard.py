@@ -15,18 +15,10 @@ import pytest
 from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
 from paddlex_npu.serve.fetch import UrlPolicy
 from tests.helpers import ENGLISH, norm
-from tests.serve.conftest import children, free_ports, server_env, stop, wait_until
-from tests.serve.internal_host import InternalHost
+from tests.serve.conftest import children, free_ports, rss_peak, server_env, stop, wait_until
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
 httpclient = pytest.importorskip("tritonclient.http")
-
-
-@pytest.fixture(scope="module")
-def internal(images):
-    files = {"english.png": images["english"].read_bytes()}
-    with InternalHost(files) as secret, InternalHost(files, address="127.0.0.2") as allowed:
-        yield {"secret": secret, "allowed": allowed}
 
 
 def _tritonserver(pipeline_yaml, root: Path, urls: UrlPolicy):
@@ -112,19 +104,12 @@ def _ocr_stub(server) -> int:
     raise AssertionError("no stub process of the ocr model")
 
 
-def _rss_peak(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
 def test_a_body_over_the_limit_is_refused_with_memory_bounded(triton, internal):
     pid = _ocr_stub(triton)
-    before = _rss_peak(pid)
+    before = rss_peak(pid)
     ans = _ask(triton, internal["allowed"].url + "/big?mb=1024")
     assert ans["errorCode"] == 422 and "refused while reading" in ans["errorMsg"], ans
-    assert _rss_peak(pid) - before < 64 * 1024 * 1024
+    assert rss_peak(pid) - before < 64 * 1024 * 1024
 
 
 def test_a_dripping_sender_ends_at_the_total_timeout(triton, internal):
