@@ -218,3 +218,12 @@ def _alive(pid: int) -> bool:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_url_input_is_refused_by_default_and_nothing_is_fetched(server, internal):
+    """No --allow-url-host: a `file` URL gets 422 naming the option, and the internal host sees no request
+    (the URL limits when allowed: test_serve_guard.py)."""
+    body = json.dumps({"file": internal["secret"].url + "/file/english.png", "fileType": 1}).encode()
+    status, ans = _post(server["url"] + "/ocr", body)
+    assert status == 422 and "fetches no URLs" in ans["errorMsg"] and "--allow-url-host" in ans["errorMsg"], ans
+    assert internal["secret"].requests == []

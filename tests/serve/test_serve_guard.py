@@ -1,5 +1,5 @@
 """What a client can make ``paddlex-npu serve`` do, on real servers on loopback with a local HTTP server as the
-"internal host": URL inputs refused by default (nothing fetched); with an allow-list, an allowed URL answered,
+"internal host" (URL inputs refused by default: test_serve.py): with an allow-list, an allowed URL answered,
 other hosts, loopback names and redirects to them refused before any byte is fetched, a body over the limit
 refused with the server's memory bounded, a dripping sender cut at the total timeout; bearer tokens (401 without,
 probes open, /metrics separately); HTTPS with a self-signed certificate made here."""
@@ -60,15 +60,6 @@ def _start(tmp: Path, extra, context=None):
 
 
 @pytest.fixture(scope="module")
-def default_server(pipeline_yaml, tmp_path_factory):
-    server = _start(tmp_path_factory.mktemp("serve-default"), [pipeline_yaml, "--workers", "1"])
-    try:
-        yield server
-    finally:
-        stop(server["proc"])
-
-
-@pytest.fixture(scope="module")
 def guarded(pipeline_yaml, tmp_path_factory):
     """URLs from 127.0.0.2 and localhost allowed (8 MB, 3 s), tokens, HTTPS."""
     tmp = tmp_path_factory.mktemp("serve-guarded")
@@ -86,13 +77,6 @@ def guarded(pipeline_yaml, tmp_path_factory):
         yield server
     finally:
         stop(server["proc"])
-
-
-def test_a_url_is_refused_by_default_and_nothing_is_fetched(default_server, internal):
-    status, ans = _ocr_url(default_server, internal["secret"].url + "/file/english.png")
-    assert status == 422, ans
-    assert "fetches no URLs" in ans["errorMsg"] and "--allow-url-host" in ans["errorMsg"]
-    assert internal["secret"].requests == []
 
 
 def test_an_allowed_url_is_answered_like_its_bytes(guarded, internal, images):

@@ -1,7 +1,7 @@
-"""URL inputs of the Triton OCR model (real tritonserver on loopback, a local HTTP server as the internal host):
-refused by default with nothing fetched; with ``triton-repo --allow-url-host``, an allowed URL answered, other
-hosts, loopback names and redirects refused before fetching, a body over the limit refused with the model
-process's memory bounded, a dripping sender cut at the total timeout."""
+"""URL inputs of the Triton OCR model (real tritonserver on loopback, a local HTTP server as the internal host;
+refused by default: test_triton.py): with ``triton-repo --allow-url-host``, an allowed URL answered, other hosts,
+loopback names and redirects refused before fetching, a body over the limit refused with the model process's
+memory bounded, a dripping sender cut at the total timeout."""
 
 from __future__ import annotations
 
@@ -41,16 +41,6 @@ def _tritonserver(pipeline_yaml, root: Path, urls: UrlPolicy):
 
 
 @pytest.fixture(scope="module")
-def default_triton(pipeline_yaml, tmp_path_factory):
-    server = _tritonserver(pipeline_yaml, tmp_path_factory.mktemp("triton-default"), UrlPolicy())
-    try:
-        yield server
-    finally:
-        server["client"].close()
-        stop(server["proc"])
-
-
-@pytest.fixture(scope="module")
 def triton(pipeline_yaml, tmp_path_factory):
     urls = UrlPolicy(
         ("127.0.0.2", "localhost"), max_bytes=8 * 1024 * 1024, timeout=3, option="triton-repo --allow-url-host"
@@ -69,13 +59,6 @@ def _ask(server, file_url):
 
     inp.set_data_from_numpy(np.array([[json.dumps({"file": file_url, "fileType": 1}).encode()]], dtype=np.object_))
     return json.loads(server["client"].infer("ocr", [inp]).as_numpy("output")[0, 0])
-
-
-def test_a_url_is_refused_by_default_and_nothing_is_fetched(default_triton, internal):
-    ans = _ask(default_triton, internal["secret"].url + "/file/english.png")
-    assert ans["errorCode"] == 422 and "triton-repo --allow-url-host" in ans["errorMsg"], ans
-    assert internal["secret"].requests == []
-    assert "url_allow" not in (default_triton["repo"].root / "ocr" / "config.pbtxt").read_text()
 
 
 def test_an_allowed_url_is_answered(triton, internal):
