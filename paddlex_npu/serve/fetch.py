@@ -251,11 +251,13 @@ async def fetch(
     pixels: Optional[PixelLimits] = None,
     max_num_imgs: Optional[int] = None,
     resolve: Optional[Resolver] = None,
+    count: Optional[Callable[[str], None]] = None,
 ) -> bytes:
     """The body of ``url`` under ``policy`` (UrlRefusedError otherwise), its pixels checked against ``pixels``
-    (PaddleX's ImageTooLargeError); counted in the metrics by outcome."""
+    (PaddleX's ImageTooLargeError); its outcome counted by ``count`` (default: serve's metrics)."""
+    count = count or metrics.url_fetched
     if not policy.enabled:
-        metrics.url_fetched("off")
+        count("off")
         raise UrlRefusedError(
             f"file is a URL, and this server fetches no URLs: send the file base64-encoded, or allow URL hosts with "
             f"{policy.option} HOST (see docs/threat-model.md)",
@@ -265,20 +267,20 @@ async def fetch(
         async with asyncio.timeout(policy.timeout):
             raw = await _fetch(url, policy, resolve or system_resolver)
     except TimeoutError:
-        metrics.url_fetched("timeout")
+        count("timeout")
         raise UrlRefusedError(
             f"URL {_shown(url)!r} was not fetched within {policy.timeout:g} s (the server's --url-timeout)", "timeout"
         ) from None
     except UrlRefusedError as exc:
-        metrics.url_fetched(exc.outcome)
+        count(exc.outcome)
         raise
     if pixels is not None:
         try:
             check_pixels(raw, _sniff_type(raw), max_num_imgs, pixels)
         except Exception:
-            metrics.url_fetched("pixels")
+            count("pixels")
             raise
-    metrics.url_fetched("ok")
+    count("ok")
     return raw
 
 

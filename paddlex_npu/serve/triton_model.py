@@ -73,6 +73,29 @@ def _validation_failure(exc: Exception) -> Dict[str, Any]:
     return error_body(422, json.dumps(errors))
 
 
+def _fetch_counter() -> Any:
+    """``paddlex_npu_url_fetches_total{outcome}`` on Triton's metrics port (the Python backend's custom metrics),
+    as serve's; None where the backend has none."""
+    try:
+        import triton_python_backend_utils as pb_utils
+
+        family = pb_utils.MetricFamily(
+            name="paddlex_npu_url_fetches_total",
+            description="URL inputs, by outcome (ok, or why refused)",
+            kind=pb_utils.MetricFamily.COUNTER,
+        )
+    except Exception:  # no custom metrics in this Triton (or metrics off): URL fetches are not counted
+        return None
+    series: Dict[str, Any] = {}
+
+    def count(outcome: str) -> None:
+        if outcome not in series:
+            series[outcome] = family.Metric(labels={"outcome": outcome})
+        series[outcome].increment(1)
+
+    return count
+
+
 class _Model:
     """Shared Triton plumbing: read the config, pick the device, turn tensors into JSON bodies and back."""
 
@@ -89,6 +112,7 @@ class _Model:
         }
         self.decoder = DecodeGuard(PixelLimits(**limits, **options))
         self.urls = policy_from_parameters(self.params, "triton-repo --allow-url-host")
+        self.count_fetch = _fetch_counter()
         self.load()
 
     def load(self) -> None:
@@ -163,7 +187,9 @@ class OCRModel(_Model):
         if problem:
             return error_body(422, problem, request.logId)
         try:
-            raw = raw_bytes(request.file, self.urls, self.decoder.limits, max_num_imgs=self.max_num_imgs)
+            raw = raw_bytes(
+                request.file, self.urls, self.decoder.limits, max_num_imgs=self.max_num_imgs, count=self.count_fetch
+            )
             images, data_info = self.decoder.file_to_images(
                 serving_utils.file_to_images, raw, file_type, max_num_imgs=self.max_num_imgs
             )

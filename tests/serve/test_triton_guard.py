@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def _tritonserver(pipeline_yaml, root: Path, urls: UrlPolicy):
     if why is not None:
         stop(proc)
     assert why is None, why
-    return {"client": client, "proc": proc, "log": log, "repo": repo}
+    return {"client": client, "proc": proc, "log": log, "repo": repo, "metrics_port": metrics}
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +102,19 @@ def test_a_dripping_sender_ends_at_the_total_timeout(triton, internal):
     took = time.monotonic() - start
     assert ans["errorCode"] == 422 and "within 3 s" in ans["errorMsg"], ans
     assert 2.9 < took < 5.0, took
+
+
+def test_fetch_outcomes_are_counted_on_tritons_metrics_port(triton, internal):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    _ask(triton, internal["secret"].url + "/file/english.png")  # a host not allowed
+    _ask(triton, internal["allowed"].url + "/file/english.png")
+    with urllib.request.urlopen(f"http://127.0.0.1:{triton['metrics_port']}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    counts = {
+        s.labels.get("outcome"): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "paddlex_npu_url_fetches_total"
+    }
+    assert counts.get("host", 0) >= 1 and counts.get("ok", 0) >= 1, counts
