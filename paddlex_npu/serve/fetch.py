@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 from urllib.parse import urljoin, urlsplit
 
 from ..errors import UrlRefusedError
+from ..paddlex.record import PatchRecord
 from . import metrics
 from .images import PixelLimits, check_pixels
 
@@ -328,6 +329,7 @@ def policy_from_parameters(params: Dict[str, str], option: str) -> UrlPolicy:
 # ---- serve: PaddleX's app --------------------------------------------------------------------------------------
 
 _FETCHED: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_fetched", default=None)
+_RECORD = PatchRecord()  # PaddleX's fetchers, replaced in a server process (docs/patch-ledger.md, Serving)
 
 
 def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> None:
@@ -348,8 +350,9 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
     def get_raw_bytes(file: str) -> bytes:
         return raw_bytes(file, policy, pixels)
 
-    serving_utils.get_raw_bytes_async = get_raw_bytes_async
-    serving_utils.get_raw_bytes = get_raw_bytes
+    _RECORD.revert()
+    _RECORD.set_attr(serving_utils, "get_raw_bytes_async", get_raw_bytes_async)
+    _RECORD.set_attr(serving_utils, "get_raw_bytes", get_raw_bytes)
     for route in app.router.routes:
         dependant = getattr(route, "dependant", None)
         call = getattr(dependant, "call", None)
@@ -371,3 +374,13 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
                 _FETCHED.reset(token)
 
         dependant.call = endpoint
+
+
+def uninstall() -> List[str]:
+    """Restore PaddleX's fetchers (at the end of the app's lifespan); a note for each one replaced meanwhile."""
+    return _RECORD.revert()
+
+
+def patched_attributes() -> List[Tuple[Any, str, Any, Any]]:
+    """(owner, name, original, replacement) of the fetchers replaced by :func:`install`."""
+    return _RECORD.attributes()

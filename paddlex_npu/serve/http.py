@@ -395,7 +395,10 @@ def create_app(pipeline_config: Dict[str, Any], pool: WorkerPool, options: Serve
     async def lifespan(app: Any):
         async with paddlex_lifespan(app):
             ctx.pipeline = WorkerPipeline(pool, ctx.pipeline, ctx.config.visualize, pipeline_config)
-            yield
+            try:
+                yield
+            finally:
+                fetch.uninstall()
 
     app.router.lifespan_context = lifespan
     _capture_requests(app)
