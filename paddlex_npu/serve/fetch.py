@@ -32,7 +32,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 from urllib.parse import urljoin, urlsplit
 
 from ..errors import UrlRefusedError
-from ..paddlex.record import PatchRecord
+from ..paddlex import serving as paddlex_serving
 from . import metrics
 from .images import PixelLimits, check_pixels
 
@@ -329,7 +329,6 @@ def policy_from_parameters(params: Dict[str, str], option: str) -> UrlPolicy:
 # ---- serve: PaddleX's app --------------------------------------------------------------------------------------
 
 _FETCHED: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_fetched", default=None)
-_RECORD = PatchRecord()  # PaddleX's fetchers, replaced in a server process (docs/patch-ledger.md, Serving)
 
 
 def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> None:
@@ -337,7 +336,8 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
     ``policy`` before PaddleX's endpoint runs (a refusal answered 422 with its reason), and PaddleX's own
     fetchers (``get_raw_bytes``/``get_raw_bytes_async``) give those bytes, or fetch under the policy."""
     from fastapi import HTTPException
-    from paddlex.inference.serving.infra import utils as serving_utils
+
+    too_large = paddlex_serving.serving_utils().ImageTooLargeError
 
     async def get_raw_bytes_async(file: str, session: Any = None) -> bytes:
         fetched: Optional[Dict[str, bytes]] = _FETCHED.get()
@@ -350,9 +350,7 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
     def get_raw_bytes(file: str) -> bytes:
         return raw_bytes(file, policy, pixels)
 
-    _RECORD.revert()
-    _RECORD.set_attr(serving_utils, "get_raw_bytes_async", get_raw_bytes_async)
-    _RECORD.set_attr(serving_utils, "get_raw_bytes", get_raw_bytes)
+    paddlex_serving.install_fetchers(get_raw_bytes_async, get_raw_bytes)
     for route in app.router.routes:
         dependant = getattr(route, "dependant", None)
         call = getattr(dependant, "call", None)
@@ -365,7 +363,7 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
                 return await __call(*args, **values)
             try:
                 raw = await fetch(file, policy, pixels)
-            except (UrlRefusedError, serving_utils.ImageTooLargeError) as exc:
+            except (UrlRefusedError, too_large) as exc:
                 raise HTTPException(status_code=422, detail=str(exc)) from None
             token = _FETCHED.set({file: raw})
             try:
@@ -378,9 +376,4 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
 
 def uninstall() -> List[str]:
     """Restore PaddleX's fetchers (at the end of the app's lifespan); a note for each one replaced meanwhile."""
-    return _RECORD.revert()
-
-
-def patched_attributes() -> List[Tuple[Any, str, Any, Any]]:
-    """(owner, name, original, replacement) of the fetchers replaced by :func:`install`."""
-    return _RECORD.attributes()
+    return paddlex_serving.uninstall_fetchers()
