@@ -33,9 +33,18 @@ def _call(url, context, body=None, token=None):
     req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
     try:
         with urllib.request.urlopen(req, timeout=120, context=context) as r:
-            return r.status, json.loads(r.read())
+            return r.status, _json(r.read())
     except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        return e.code, _json(e.read())
+
+
+def _json(raw: bytes):
+    """The answer's JSON; the text itself when it is none (Serve's proxy answers 404 in plain text until the
+    application is deployed)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
 
 
 @pytest.fixture(scope="module")
