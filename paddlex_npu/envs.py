@@ -93,6 +93,17 @@ LOG_LEVEL = EnvVar(
     "`INFO`",
     "The log level of those worker processes, as `--log-level`.",
 )
+API_TOKENS = EnvVar(
+    "PADDLEX_NPU_API_TOKENS",
+    "unset (no token needed)",
+    "Bearer tokens `serve` and `ray-serve` accept for every path but `/health` and `/ready`, separated by commas "
+    "(with `--token-file`): see [the threat model](threat-model.md).",
+)
+METRICS_TOKENS = EnvVar(
+    "PADDLEX_NPU_METRICS_TOKENS",
+    "unset (`/metrics` takes the API tokens, open when none is set)",
+    "Bearer tokens that open `/metrics` only (with `--metrics-token-file`), for a scraper without OCR rights.",
+)
 PDX_FONT = EnvVar(
     "PADDLE_PDX_LOCAL_FONT_FILE_PATH",
     "unset: `import paddlex_npu` sets a system font (WenQuanYi, Noto CJK, DejaVu, ...), else PaddleX downloads one",
@@ -177,6 +188,8 @@ VARIABLES: Tuple[EnvVar, ...] = (
     SIM_DEVICE_LOST,
     LOG_FORMAT,
     LOG_LEVEL,
+    API_TOKENS,
+    METRICS_TOKENS,
     PDX_FONT,
     PDX_SOURCE_CHECK,
     ASCEND_ROOT,

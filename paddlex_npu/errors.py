@@ -241,3 +241,14 @@ class AclCallError(PaddlexNpuError, RuntimeError):
     def __init__(self, call: str, ret: Optional[int], why: str = "") -> None:
         self.call, self.ret = call, ret
         super().__init__(f"{call} returned {ret}" + (f" ({why})" if why else ""))
+
+
+class UrlRefusedError(PaddlexNpuError, ValueError):
+    """A URL input the server does not fetch (URL inputs off, a host or address not allowed), or whose fetch went
+    over a limit (size, time, redirects); ``outcome`` says which (``serve.fetch``'s metric label)."""
+
+    category = "input"
+
+    def __init__(self, message: str, outcome: str = "error") -> None:
+        super().__init__(message)
+        self.outcome = outcome

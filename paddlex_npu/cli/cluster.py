@@ -201,8 +201,13 @@ def _wait_for_signal() -> None:
 
 def _cmd_ray_serve(args: argparse.Namespace) -> int:
     from ..errors import PaddlexNpuError
+    from ..serve.auth import AccessTokens
+    from .serve import tls_files, url_policy
 
     try:
+        urls = url_policy(args, args.max_body_mb, "ray-serve")
+        tokens = AccessTokens.load(args.token_file, args.metrics_token_file)
+        tls = tls_files(args)
         _init_ray(args.address, "ray-serve")
         from ray import serve
 
@@ -218,8 +223,10 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
             max_ongoing_requests=args.max_ongoing_requests,
             max_body_bytes=int(args.max_body_mb * 1024 * 1024),
             max_image_pixels=args.max_image_pixels,
+            urls=urls,
+            tokens=tokens,
         )
-        url = run_deployment(app, host=args.host, port=args.port, name=args.name)
+        url = run_deployment(app, host=args.host, port=args.port, name=args.name, tls=tls if tls[0] else None)
         replicas = f"autoscaling {json.dumps(args.autoscaling)}" if args.autoscaling else f"{args.replicas or 1}"
         print(f"paddlex-npu ray-serve: {url} ({replicas} replica(s), one NPU each); Ctrl-C stops", flush=True)
         _wait_for_signal()
@@ -233,6 +240,8 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
 
 
 def _ray_serve_args(p: argparse.ArgumentParser) -> None:
+    from .serve import access_args, url_args
+
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
     p.add_argument("--address", help="the Ray cluster (ray start's address, or auto) (default: a local Ray)")
     p.add_argument("--host", default="127.0.0.1", help="where Serve's HTTP proxy listens (head node)")
@@ -253,6 +262,8 @@ def _ray_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-image-pixels", type=int, default=DEFAULT_MAX_IMAGE_PIXELS, help="largest decoded image (422 above)"
     )
+    url_args(p, "ray-serve")
+    access_args(p)
 
 
 COMMANDS = (

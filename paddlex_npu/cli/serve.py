@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import socket
 import sys
 import time
+from typing import Any, Optional, Tuple
 
 from .common import Command, add_commands, fail, positive_int, positive_number, seconds_or_zero
 
@@ -51,6 +53,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def _serve_options(args: argparse.Namespace, devices: tuple):
+    from ..serve.auth import AccessTokens
     from ..serve.http import ServeOptions
 
     options = ServeOptions(
@@ -67,7 +70,10 @@ def _serve_options(args: argparse.Namespace, devices: tuple):
         restart_limit=args.restart_limit,
         restart_window=args.restart_window,
         shutdown_grace=args.shutdown_grace,
+        urls=url_policy(args, args.max_body_mb, "serve"),
+        tokens=AccessTokens.load(args.token_file, args.metrics_token_file),
     )
+    options.tls_certfile, options.tls_keyfile = tls_files(args)
     if options.workers < 1:
         raise ValueError(f"--workers must be >= 1, got {options.workers}")
     return options
@@ -147,10 +153,83 @@ def serve_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
     p.add_argument("--shutdown-grace", type=seconds_or_zero, default=0.0, help="seconds answering 503 after SIGTERM")
+    url_args(p, "serve")
+    access_args(p)
     p.add_argument(
         "--log-format", choices=FORMATS, default="text", help="stderr log lines: text, or one JSON object per line"
     )
     p.add_argument("--log-level", choices=LEVELS, default="INFO", help="paddlex-npu's log level (access lines: INFO)")
+
+
+def url_args(p: argparse.ArgumentParser, command: str) -> None:
+    """The URL-input options (:mod:`..serve.fetch`) of ``command``: serve, triton-repo, ray-serve."""
+    from ..serve.fetch import DEFAULT_MAX_REDIRECTS, DEFAULT_TIMEOUT
+
+    p.add_argument(
+        "--allow-url-host",
+        action="append",
+        metavar="HOST",
+        help="fetch a request's `file` URL from this host: a name, .suffix (names ending so), * (any name with public "
+        "addresses), or an IP address or network (10.0.0.0/8: the only way to allow private, loopback or link-local "
+        "addresses); repeat for several (default: none, URL inputs refused 422; docs/threat-model.md)",
+    )
+    p.add_argument(
+        "--url-max-mb",
+        type=positive_number,
+        help="largest body a URL may bring, counted while reading (422 above) (default: "
+        + ("--max-body-mb)" if command != "triton-repo" else "64)"),
+    )
+    p.add_argument(
+        "--url-timeout",
+        type=positive_number,
+        default=DEFAULT_TIMEOUT,
+        help="seconds one URL fetch may take in all, redirects and a slow sender included (422 above)",
+    )
+    p.add_argument(
+        "--url-max-redirects",
+        type=int,
+        default=DEFAULT_MAX_REDIRECTS,
+        help="redirects a URL fetch follows, each target checked as the URL",
+    )
+
+
+def url_policy(args: argparse.Namespace, max_body_mb: float, command: str) -> Any:
+    """The :class:`~..serve.fetch.UrlPolicy` of :func:`url_args`' options (ValueError naming a bad entry)."""
+    from ..serve.fetch import UrlPolicy
+
+    return UrlPolicy(
+        tuple(args.allow_url_host or ()),
+        max_bytes=int((args.url_max_mb or max_body_mb) * 1024 * 1024),
+        timeout=args.url_timeout,
+        max_redirects=args.url_max_redirects,
+        option="--allow-url-host" if command == "serve" else f"{command} --allow-url-host",
+    )
+
+
+def access_args(p: argparse.ArgumentParser) -> None:
+    """Bearer tokens and TLS (:mod:`..serve.auth`) of serve and ray-serve."""
+    p.add_argument(
+        "--token-file",
+        help="bearer tokens (one a line) every path but /health and /ready needs (401 without); also "
+        "$PADDLEX_NPU_API_TOKENS (default: none, no token needed)",
+    )
+    p.add_argument(
+        "--metrics-token-file",
+        help="bearer tokens that open /metrics only (a scraper's); also $PADDLEX_NPU_METRICS_TOKENS",
+    )
+    p.add_argument("--tls-certfile", help="serve HTTPS with this PEM certificate (chain), with --tls-keyfile")
+    p.add_argument("--tls-keyfile", help="the PEM private key of --tls-certfile")
+
+
+def tls_files(args: argparse.Namespace) -> Tuple[Optional[str], Optional[str]]:
+    """(certificate, key) of --tls-certfile/--tls-keyfile: both or neither, each readable (ValueError)."""
+    cert, key = args.tls_certfile, args.tls_keyfile
+    if bool(cert) != bool(key):
+        raise ValueError("give --tls-certfile and --tls-keyfile together (the certificate and its private key)")
+    for option, path in (("--tls-certfile", cert), ("--tls-keyfile", key)):
+        if path and not os.access(path, os.R_OK):
+            raise ValueError(f"{option} {path}: no readable file there")
+    return cert, key
 
 
 def run_triton_repo(args: argparse.Namespace) -> int:
@@ -173,9 +252,10 @@ def run_triton_repo(args: argparse.Namespace) -> int:
             warmup=not args.no_warmup,
             max_image_pixels=args.max_image_pixels,
             max_request_pixels=args.max_request_pixels,
+            urls=url_policy(args, 64, "triton-repo"),
         )
         repo = build_triton_repo(args.pipeline, args.out_dir, options)
-    except PaddlexNpuError as exc:
+    except (PaddlexNpuError, ValueError) as exc:
         return fail("triton-repo", exc)
     for m in repo.models:
         pref = f", preferred batch sizes {m.preferred_batch_sizes}" if m.preferred_batch_sizes else ""
@@ -221,6 +301,7 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_REQUEST_PIXELS,
         help="as serve's, per request",
     )
+    url_args(p, "triton-repo")
 
 
 def run_triton_serve(args: argparse.Namespace) -> int:

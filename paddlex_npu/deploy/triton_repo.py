@@ -37,6 +37,7 @@ import yaml
 from ..build.export_env import cache_root
 from ..errors import ConfigError
 from ..om.manifest import MANIFEST_NAME, load
+from ..serve.fetch import UrlPolicy, url_parameters
 from ..serve.images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
@@ -63,6 +64,7 @@ class TritonOptions:
     warmup: bool = True
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # as paddlex-npu serve
     max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
+    urls: UrlPolicy = UrlPolicy(option="triton-repo --allow-url-host")  # URL inputs: none unless hosts are allowed
 
 
 @dataclass
@@ -162,6 +164,8 @@ def _pbtxt(
         lines.append(f'parameters {{ key: "runtime" value: {{ string_value: "{options.runtime}" }} }}')
     for key in ("max_image_pixels", "max_request_pixels"):  # checked before decoding, as in paddlex-npu serve
         lines.append(f'parameters {{ key: "{key}" value: {{ string_value: "{getattr(options, key)}" }} }}')
+    for key, value in url_parameters(options.urls).items():  # serve.fetch's policy, read by the model
+        lines.append(f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}')
     if warmup_file:
         lines += [
             "model_warmup [{",

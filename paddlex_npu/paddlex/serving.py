@@ -2,9 +2,10 @@
 PaddleX (and PaddleOCR) name they use is reached through here, the private ones
 (``basic_serving._pipeline_apps._common``) only here; PaddleX is imported when a function is called.
 
-The one change made to PaddleX's serving module, the pixel guard of its decoders (``serving_utils.file_to_images``
-wrapped, ``serving_utils.MAX_IMAGE_PIXELS`` set), is made and undone through a :class:`~.record.PatchRecord`
-(:func:`install_decoders`, :func:`uninstall_decoders`) and listed in ``docs/patch-ledger.md``.
+The changes made to PaddleX's serving module, the pixel guard of its decoders (``serving_utils.file_to_images``
+wrapped, ``serving_utils.MAX_IMAGE_PIXELS`` set) and the bounded fetchers of URL inputs (``get_raw_bytes_async``,
+``get_raw_bytes``), are made and undone through :class:`~.record.PatchRecord` s (:func:`install_decoders`,
+:func:`install_fetchers` and their uninstalls) and listed in ``docs/patch-ledger.md``.
 """
 
 from __future__ import annotations
@@ -135,6 +136,25 @@ def uninstall_decoders() -> List[str]:
         return _RECORD.revert()
 
 
+_FETCH_RECORD = PatchRecord()  # PaddleX's fetchers of URL inputs (serve.fetch), on their own record
+
+
+def install_fetchers(get_raw_bytes_async: Callable[..., Any], get_raw_bytes: Callable[..., Any]) -> None:
+    """In this process (a server), PaddleX's fetchers of a request's ``file`` (``get_raw_bytes_async``,
+    ``get_raw_bytes``) are the bounded ones of :mod:`paddlex_npu.serve.fetch`; a second install replaces the first."""
+    utils = serving_utils()
+    with _LOCK:
+        _FETCH_RECORD.revert()
+        _FETCH_RECORD.set_attr(utils, "get_raw_bytes_async", get_raw_bytes_async)
+        _FETCH_RECORD.set_attr(utils, "get_raw_bytes", get_raw_bytes)
+
+
+def uninstall_fetchers() -> List[str]:
+    """Restore PaddleX's fetchers; a note for each entry someone else replaced meanwhile (left in place)."""
+    with _LOCK:
+        return _FETCH_RECORD.revert()
+
+
 def patched_attributes() -> List[Tuple[Any, str, Any, Any]]:
-    """(owner, name, original, replacement) of the serving patch in place."""
-    return _RECORD.attributes()
+    """(owner, name, original, replacement) of the serving patch in place (decoders and fetchers)."""
+    return _RECORD.attributes() + _FETCH_RECORD.attributes()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 from ray import serve
 
@@ -73,6 +73,7 @@ class PipelineReplica:
         env: Optional[Dict[str, str]] = None,
         max_body_bytes: Optional[int] = None,
         max_image_pixels: Optional[int] = None,
+        guard: Optional[Dict[str, Any]] = None,
     ) -> None:
         os.environ.update(env or {})
         from ..paddlex.pipelines import pipeline_on_device
@@ -83,6 +84,8 @@ class PipelineReplica:
             options.max_body_bytes = max_body_bytes
         if max_image_pixels is not None:
             options.max_image_pixels = max_image_pixels
+        for key, value in (guard or {}).items():  # urls (serve.fetch.UrlPolicy), tokens (serve.auth.AccessTokens)
+            setattr(options, key, value)
         self.options = options
         self.config = config
         self.device_id = assigned_device_id()
@@ -107,11 +110,15 @@ def deployment(
     ray_actor_options: Optional[Dict[str, Any]] = None,
     max_body_bytes: Optional[int] = None,
     max_image_pixels: Optional[int] = None,
+    urls: Any = None,
+    tokens: Any = None,
 ) -> Any:
     """The Serve application (``Deployment.bind()``) of a PaddleX pipeline YAML or config dict, one NPU per
     replica. ``num_replicas`` (default 1) or ``autoscaling_config`` (Serve's, passed through as given, e.g.
     ``{"min_replicas": 1, "max_replicas": 8, "target_ongoing_requests": 2}``); ``ray_actor_options`` are added
-    to ``{"resources": {"NPU": 1}, "num_cpus": 1}``. ``runtime``/``env``: as for :func:`paddlex_npu.ray.ocr`."""
+    to ``{"resources": {"NPU": 1}, "num_cpus": 1}``. ``runtime``/``env``: as for :func:`paddlex_npu.ray.ocr`.
+    ``urls`` (:class:`~..serve.fetch.UrlPolicy`; default: URL inputs refused) and ``tokens``
+    (:class:`~..serve.auth.AccessTokens`; default: none needed): as ``paddlex-npu serve``'s."""
     from ..paddlex.pipelines import load_config
 
     config = load_config(pipeline)
@@ -129,7 +136,10 @@ def deployment(
         options["autoscaling_config"] = autoscaling_config
     else:
         options["num_replicas"] = 1 if num_replicas is None else num_replicas
-    return serve.deployment(PipelineReplica, **options).bind(config, runtime, env, max_body_bytes, max_image_pixels)
+    guard = {k: v for k, v in (("urls", urls), ("tokens", tokens)) if v is not None}
+    return serve.deployment(PipelineReplica, **options).bind(
+        config, runtime, env, max_body_bytes, max_image_pixels, guard
+    )
 
 
 def run_deployment(
@@ -139,10 +149,15 @@ def run_deployment(
     port: int = 8000,
     name: str = DEFAULT_NAME,
     proxy_location: str = "HeadOnly",
+    tls: Optional[Tuple[str, str]] = None,
 ) -> str:
     """Start Serve's HTTP proxy on ``host:port`` (on the head node only, by default) and run ``app`` at ``/``;
-    returns the URL once every replica has built its pipeline."""
+    returns the URL once every replica has built its pipeline. ``tls``: (certificate, key) PEM files: the proxy
+    serves HTTPS (Serve's ``ssl_certfile``/``ssl_keyfile``)."""
     require_npus(1, "the Serve application (one NPU per replica)")
-    serve.start(proxy_location=proxy_location, http_options={"host": host, "port": port})
+    http_options: Dict[str, Any] = {"host": host, "port": port}
+    if tls:
+        http_options.update(ssl_certfile=str(tls[0]), ssl_keyfile=str(tls[1]))
+    serve.start(proxy_location=proxy_location, http_options=http_options)
     serve.run(app, name=name, route_prefix="/")
-    return f"http://{host}:{port}"
+    return f"{'https' if tls else 'http'}://{host}:{port}"

@@ -16,8 +16,8 @@ from ..errors import PaddlexNpuError, WorkerFailureError, category_of
 from ..executor.pool import Pool
 from ..log import logger
 from ..paddlex import serving as paddlex_serving
+from . import auth, fetch, observe
 from . import images as pixel_guard
-from . import observe
 from .guard import _CALL, Guard, State, error_answer
 from .images import PixelLimits
 from .options import check_options
@@ -111,7 +111,8 @@ class _NoPipeline:
 
 def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: ServeOptions) -> Tuple[Any, State]:
     """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
-    pixel_guard.install(PixelLimits(options.max_image_pixels, options.max_request_pixels))
+    limits = PixelLimits(options.max_image_pixels, options.max_request_pixels)
+    pixel_guard.install(limits)
     config = dict(pipeline_config)
     config["Serving"] = dict(config.get("Serving") or {})
     app = paddlex_serving.create_pipeline_app(_NoPipeline(), config)
@@ -124,14 +125,16 @@ def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: ServeOption
             ctx.pipeline = WorkerPipeline(pool, ctx.pipeline, ctx.config.visualize, pipeline_config)
             yield
         pixel_guard.uninstall()
+        fetch.uninstall()
 
     app.router.lifespan_context = lifespan
     _capture_requests(app)
+    fetch.install(app, options.urls, limits)
     _answer_errors(app)
     state = State(pool=pool, capacity=pool.size + options.max_queue)
     app.state.npu_serving = state
     paths = [r.path for r in app.router.routes if hasattr(r, "path")]
-    return observe.ObservedApp(Guard(app, state, options.max_body_bytes), paths), state
+    return auth.wrap(observe.ObservedApp(Guard(app, state, options.max_body_bytes), paths), options.tokens), state
 
 
 def _answer_errors(app: Any) -> None:

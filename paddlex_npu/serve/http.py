@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 from ..executor.pool import RestartBudget, WorkerPool
-from . import metrics
+from . import auth, fetch, metrics
 from .app import create_app
 from .guard import State
 from .images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
@@ -37,6 +37,10 @@ class ServeOptions:
     restart_window: float = 600.0
     shutdown_grace: float = 0.0  # seconds answering 503 after SIGTERM before the port closes
     drain_timeout: float = 60.0  # longest wait for requests in flight at shutdown
+    urls: fetch.UrlPolicy = fetch.UrlPolicy()  # URL inputs: refused unless hosts are allowed
+    tokens: auth.AccessTokens = auth.AccessTokens()  # bearer tokens: none needed unless given
+    tls_certfile: Optional[str] = None  # HTTPS with uvicorn's ssl options
+    tls_keyfile: Optional[str] = None
 
 
 def make_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> WorkerPool:
@@ -82,6 +86,8 @@ def serve(
             log_config=None,
             access_log=False,  # observe.ObservedApp logs each request
             timeout_graceful_shutdown=5,
+            ssl_certfile=options.tls_certfile,
+            ssl_keyfile=options.tls_keyfile,
         )
         server = _draining_server(config, state, options)
 
@@ -94,7 +100,7 @@ def serve(
                 return
             state.pool = pool
             if on_ready:
-                on_ready(f"http://{options.host}:{options.port}")
+                on_ready(f"{'https' if options.tls_certfile else 'http'}://{options.host}:{options.port}")
 
         threading.Thread(target=start_workers, name="paddlex-npu-start", daemon=True).start()
         server.run()

@@ -20,6 +20,9 @@ Series (all prefixed ``paddlex_npu_``):
   own work between its predictors) and ``device`` (the session calls within it);
 - ``device_calls_total{device,model}``, ``device_call_failures_total{device,model}``,
   ``device_call_seconds{device,model}``: each ``InferSession.infer`` (copies in, execution, copies out);
+- ``url_fetches_total{outcome}``: URL inputs (:mod:`.fetch`), by outcome: ``ok``, ``off`` (URL inputs are not
+  allowed), ``scheme``, ``host``, ``address``, ``redirects``, ``status``, ``too_large``, ``pixels``, ``timeout``,
+  ``error``; ``unauthorized_total{scope}``: requests refused 401 (:mod:`.auth`), ``api`` or ``metrics``;
 - ``workers_configured{device}``, ``workers_ready{device}`` (pipeline loaded and warmed up), ``workers_busy``,
   ``worker_starts_total{device}``, ``worker_restarts_total{device}`` (starts beyond the configured workers),
   ``warmed_up`` (1 once every configured worker is ready).
@@ -111,6 +114,12 @@ class _Metrics:
         self.starts = Counter(
             "paddlex_npu_worker_starts", "workers that loaded their pipeline", ["device"], registry=None
         )
+        self.url_fetches = Counter(
+            "paddlex_npu_url_fetches", "URL inputs, by outcome (ok, or why refused)", ["outcome"], registry=None
+        )
+        self.unauthorized = Counter(
+            "paddlex_npu_unauthorized", "requests refused 401 (no or a wrong bearer token)", ["scope"], registry=None
+        )
 
 
 _METRICS: Optional[_Metrics] = None
@@ -193,6 +202,18 @@ def request_finished(path: str, status: int, category: str, seconds: float) -> N
         m.in_flight.dec()
         m.requests.labels(path, str(status), category).inc()
         m.latency.labels(path).observe(seconds)
+
+
+def url_fetched(outcome: str) -> None:
+    m = _metrics()
+    if m is not None:
+        m.url_fetches.labels(outcome).inc()
+
+
+def unauthorized(scope: str) -> None:
+    m = _metrics()
+    if m is not None:
+        m.unauthorized.labels(scope).inc()
 
 
 _LIVE_FILE = re.compile(r"gauge_live\w*?_(\d+)\.db$")

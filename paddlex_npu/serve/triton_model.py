@@ -25,6 +25,7 @@ import yaml
 
 from ..errors import ConfigError, category_of
 from ..paddlex import serving as paddlex_serving
+from .fetch import UrlRefusedError, policy_from_parameters, raw_bytes
 from .images import DecodeGuard, PixelLimits
 from .options import check_options
 from .replies import error_body, error_reply, ok_body
@@ -98,6 +99,29 @@ def _validation_failure(exc: Exception) -> Dict[str, Any]:
     return error_body(422, json.dumps(errors))
 
 
+def _fetch_counter() -> Any:
+    """``paddlex_npu_url_fetches_total{outcome}`` on Triton's metrics port (the Python backend's custom metrics),
+    as serve's; None where the backend has none."""
+    try:
+        import triton_python_backend_utils as pb_utils
+
+        family = pb_utils.MetricFamily(
+            name="paddlex_npu_url_fetches_total",
+            description="URL inputs, by outcome (ok, or why refused)",
+            kind=pb_utils.MetricFamily.COUNTER,
+        )
+    except Exception:  # no custom metrics in this Triton (or metrics off): URL fetches are not counted
+        return None
+    series: Dict[str, Any] = {}
+
+    def count(outcome: str) -> None:
+        if outcome not in series:
+            series[outcome] = family.Metric(labels={"outcome": outcome})
+        series[outcome].increment(1)
+
+    return count
+
+
 class _Model:
     """Shared Triton plumbing: read the config, pick the device, turn tensors into JSON bodies and back."""
 
@@ -113,6 +137,8 @@ class _Model:
             "request_option": "triton-repo --max-request-pixels",
         }
         self.decoder = DecodeGuard(PixelLimits(**limits, **options))
+        self.urls = policy_from_parameters(self.params, "triton-repo --allow-url-host")
+        self.count_fetch = _fetch_counter()
         self.load()
 
     def load(self) -> None:
@@ -188,11 +214,13 @@ class OCRModel(_Model):
         if problem:
             return error_body(422, problem, request.logId)
         try:
-            raw = serving_utils.get_raw_bytes(request.file)
+            raw = raw_bytes(
+                request.file, self.urls, self.decoder.limits, max_num_imgs=self.max_num_imgs, count=self.count_fetch
+            )
             images, data_info = self.decoder.file_to_images(
                 serving_utils.file_to_images, raw, file_type, max_num_imgs=self.max_num_imgs
             )
-        except serving_utils.ImageTooLargeError as exc:
+        except (serving_utils.ImageTooLargeError, UrlRefusedError) as exc:
             return error_body(422, str(exc), request.logId)
         except Exception as exc:
             return error_body(422, f"Invalid input file ({type(exc).__name__}: {exc})", request.logId)

@@ -84,20 +84,27 @@ def test_the_patch_ledger_lists_exactly_what_the_patcher_records():
 
 
 def test_the_serving_ledger_lists_exactly_what_serve_patches():
-    """The serving patch (the pixel guard of PaddleX's decoders) is made through the record of
-    ``paddlex/serving.py``, named by the ledger's Serving table, and undone to the very same objects."""
+    """The serving patch (the pixel guard of PaddleX's decoders, the bounded fetchers of URL inputs) is made
+    through the records of ``paddlex/serving.py``, named by the ledger's Serving table, and undone to the very
+    same objects."""
+    from fastapi import FastAPI
+
     from paddlex_npu.paddlex import serving
-    from paddlex_npu.serve import images
+    from paddlex_npu.serve import fetch, images
 
     utils = serving.serving_utils()
-    originals = (utils.file_to_images, utils.MAX_IMAGE_PIXELS)
+    originals = (utils.file_to_images, utils.MAX_IMAGE_PIXELS, utils.get_raw_bytes_async, utils.get_raw_bytes)
     images.install(images.PixelLimits(max_image_pixels=1234))
+    fetch.install(FastAPI(), fetch.UrlPolicy())
     try:
         assert utils.MAX_IMAGE_PIXELS == 1234 and utils.file_to_images is not originals[0]
+        assert utils.get_raw_bytes_async is not originals[2] and utils.get_raw_bytes is not originals[3]
         patched = {f"{owner.__name__}.{name}" for owner, name, _, _ in serving.patched_attributes()}
     finally:
         images.uninstall()
-    assert (utils.file_to_images, utils.MAX_IMAGE_PIXELS) == originals and not serving.patched_attributes()
+        fetch.uninstall()
+    now = (utils.file_to_images, utils.MAX_IMAGE_PIXELS, utils.get_raw_bytes_async, utils.get_raw_bytes)
+    assert now == originals and not serving.patched_attributes()
     table = LEDGER.read_text(encoding="utf-8").split("## Serving", 1)[1]
     rows = [line for line in table.split("| patched | PaddleX | why | retired by |", 1)[1].splitlines()[2:]]
     listed = {n for row in rows if row.startswith("|") for n in re.findall(r"`([^`]+)`", row.split(" | ")[0])}

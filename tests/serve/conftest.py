@@ -97,3 +97,22 @@ def server_env() -> dict:
     env = dict(os.environ)
     env["PADDLEX_NPU_RUNTIME"] = "reference"
     return env
+
+
+def rss_peak(pid: int) -> int:
+    """The peak resident memory of a process so far, in bytes (/proc/PID/status VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+@pytest.fixture(scope="module")
+def internal(images):
+    """Two local HTTP servers serving the English sample image: on 127.0.0.1 the internal host (what must not be
+    fetched), on 127.0.0.2 the host tests allow (tests/serve/internal_host.py)."""
+    from tests.serve.internal_host import InternalHost
+
+    files = {"english.png": images["english"].read_bytes()}
+    with InternalHost(files) as secret, InternalHost(files, address="127.0.0.2") as allowed:
+        yield {"secret": secret, "allowed": allowed}

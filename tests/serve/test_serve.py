@@ -190,6 +190,15 @@ def test_a_streamed_body_over_the_limit_gets_413_naming_the_option():
     assert "limit of 1048576 bytes (1 MB)" in answer["errorMsg"] and "--max-body-mb" in answer["errorMsg"]
 
 
+def test_a_url_input_is_refused_by_default_and_nothing_is_fetched(server, internal):
+    """No --allow-url-host: a `file` URL gets 422 naming the option, and the internal host sees no request
+    (the URL limits when allowed: test_serve_guard.py)."""
+    body = json.dumps({"file": internal["secret"].url + "/file/english.png", "fileType": 1}).encode()
+    status, ans = _post(server["url"] + "/ocr", body)
+    assert status == 422 and "fetches no URLs" in ans["errorMsg"] and "--allow-url-host" in ans["errorMsg"], ans
+    assert internal["secret"].requests == []
+
+
 def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images):
     """Last: SIGTERM with a request in flight. It is answered; a request during the drain gets 503."""
     pid = server["proc"].pid

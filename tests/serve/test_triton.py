@@ -376,6 +376,15 @@ def test_metrics_port_serves_the_nv_inference_series(triton, images):
     assert after[("nv_inference_compute_infer_duration_us", "ocr", version)] > 0
 
 
+def test_a_url_input_is_refused_by_default_and_nothing_is_fetched(triton, internal):
+    """No triton-repo --allow-url-host: a `file` URL is answered 422 naming the option, the internal host sees no
+    request, and the repository holds no URL parameters (the URL limits when allowed: test_triton_guard.py)."""
+    ans = _ask(triton["grpc"], grpcclient, "ocr", {"file": internal["secret"].url + "/file/english.png", "fileType": 1})
+    assert ans["errorCode"] == 422 and "triton-repo --allow-url-host" in ans["errorMsg"], ans
+    assert internal["secret"].requests == []
+    assert "url_allow" not in (triton["repo"].root / "ocr" / "config.pbtxt").read_text()
+
+
 def test_shutdown_answers_requests_in_flight(triton, images):
     """Last (it stops the module's server): SIGTERM with requests in flight; each is answered, a request once
     the server is no longer ready is refused (the connection is reset), and tritonserver exits cleanly."""

@@ -1,0 +1,90 @@
+"""``paddlex-npu ray-serve`` guarded as ``serve`` is (the real two-node local cluster, Serve's proxy on loopback):
+a URL input refused by default with nothing fetched, bearer tokens (401 without, 200 with, probes open,
+``/metrics`` not served past the token), HTTPS from a self-signed certificate made here."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytest.importorskip("fastapi", reason="serving needs requirements/serving.txt (installed into .venv by setup.sh)")
+
+from tests.helpers import ENGLISH, norm  # noqa: E402
+from tests.serve.conftest import free_ports, stop, wait_until  # noqa: E402
+from tests.serve.internal_host import InternalHost, self_signed  # noqa: E402
+
+TOKEN = "ray-" + "0f1e2d3c" * 4
+
+
+def _call(url, context, body=None, token=None):
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=120, context=context) as r:
+            return r.status, _json(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, _json(e.read())
+
+
+def _json(raw: bytes):
+    """The answer's JSON; the text itself when it is none (Serve's proxy answers 404 in plain text until the
+    application is deployed)."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def server(cluster, ocr_config, sim_env, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ray_serve_guard")
+    pipeline = folder / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump({**ocr_config, "Serving": {"visualize": False}}), encoding="utf-8")
+    cert, key = self_signed(folder / "tls")
+    (folder / "tokens").write_text(TOKEN + "\n")
+    context = ssl.create_default_context(cafile=str(cert))
+    (port,) = free_ports(1)
+    url = f"https://127.0.0.1:{port}"
+    log = folder / "ray-serve.log"
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-serve", str(pipeline), "--address", cluster.address]
+    cmd += ["--port", str(port), "--name", "ocr-guard", "--token-file", str(folder / "tokens")]
+    cmd += ["--tls-certfile", str(cert), "--tls-keyfile", str(key)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env={**os.environ, **sim_env}, stdout=out, stderr=subprocess.STDOUT)
+    why = wait_until(lambda: _call(url + "/health", context)[0] == 200, proc, 300, log)
+    if why is not None:
+        stop(proc)
+    assert why is None, why
+    try:
+        yield {"url": url, "context": context}
+    finally:
+        stop(proc)
+
+
+def test_tokens_tls_and_url_inputs_off_by_default(server, images):
+    url, ctx = server["url"], server["context"]
+    b64 = base64.b64encode(images["english"].read_bytes()).decode()
+    body = json.dumps({"file": b64, "fileType": 1}).encode()
+    status, ans = _call(url + "/ocr", ctx, body)
+    assert status == 401 and ans["errorMsg"] == "Unauthorized", ans
+    assert _call(url + "/ocr", ctx, body, token="x" * 32)[0] == 401
+    status, ans = _call(url + "/ocr", ctx, body, token=TOKEN)
+    assert status == 200 and norm(ans["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]) == norm(ENGLISH)
+    assert _call(url + "/ready", ctx)[0] == 200
+    with InternalHost({"english.png": images["english"].read_bytes()}) as internal:
+        by_url = json.dumps({"file": internal.url + "/file/english.png", "fileType": 1}).encode()
+        status, ans = _call(url + "/ocr", ctx, by_url, token=TOKEN)
+        assert status == 422 and "ray-serve --allow-url-host" in ans["errorMsg"], ans
+        assert internal.requests == []
