@@ -322,10 +322,10 @@ def run_triton_serve(args: argparse.Namespace) -> int:
         return fail("triton-serve", exc)
     print(" ".join(argv), flush=True)
     from ..executor.pool import RestartBudget
-    from ..serve.triton_watch import DEFAULT_RELOADS, run_supervised
+    from ..serve.triton_watch import run_supervised
 
     local = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
-    budget = RestartBudget(DEFAULT_RELOADS if args.restart_limit is None else args.restart_limit, args.restart_window)
+    budget = RestartBudget(args.restart_limit, args.restart_window)
     return run_supervised(argv, env, (local, args.http_port), _say, not args.poll, budget)
 
 
@@ -354,7 +354,8 @@ def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restart-limit",
         type=int,
-        help="model reloads after a dead stub per --restart-window (then the model is unloaded: /ready 503); None: 4",
+        default=4,  # serve.triton_watch.DEFAULT_RELOADS (not imported to build the parser)
+        help="model reloads after a dead stub per --restart-window; then the model is unloaded (its readiness fails)",
     )
     p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
 

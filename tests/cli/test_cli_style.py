@@ -85,3 +85,9 @@ def test_every_example_parses(name):
         return
     args = build_parser().parse_args(argv)  # exits (SystemExit) on an option the command lacks
     assert args.command == name
+
+
+def test_triton_serves_restart_limit_default_is_the_watchdogs():
+    from paddlex_npu.serve.triton_watch import DEFAULT_RELOADS
+
+    assert _subparsers()["triton-serve"].get_default("restart_limit") == DEFAULT_RELOADS
