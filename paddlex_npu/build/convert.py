@@ -5,6 +5,8 @@
 1. ONNX: ``inference.onnx`` of the folder, else exported from ``inference.pdmodel``/``.pdiparams`` with
    paddle2onnx 1.3.1 here, or from a PIR ``inference.json``/``.pdiparams`` with paddle2onnx 2.x in an export
    environment (:mod:`.export`, :mod:`.export_env`), then checked against Paddle on a sample input.
+   A text recognition model decoded by ``CTCLabelDecode`` gets its CTC output reduced on the device (ArgMax and
+   ReduceMax over the classes, :mod:`.reduction`; ``reduce=False`` / ``--no-reduce``: the full output).
 2. ATC options from the task (:mod:`.tasks`) and ``inference.yml``; user overrides win.
 3. The exact ``atc`` command (:mod:`paddlex_npu.om.atc`); run when ``atc`` is on PATH, else written to ``atc.sh``.
 4. The package: ``inference.yml``, ``inference.om.json`` (the manifest), ``inference.onnx``, and
@@ -51,6 +53,7 @@ from .export import (
     is_pir,
     no_export_env,
 )
+from .reduction import maybe_reduce
 from .shapes import (
     REC_MAX_WIDTH,
     Task,
@@ -296,13 +299,14 @@ def plan_conversion(
     max_side: Optional[int] = None,
     precision: str = "fp16",
     export_env: Optional[str] = None,
+    reduce: bool = True,
     **plan: Any,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
     ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
     PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
     ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
-    :func:`_planned_gears`)."""
+    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`)."""
     check_options(
         soc,
         mode,
@@ -319,6 +323,13 @@ def plan_conversion(
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
     onnx = _onnx_in(model_dir, work, task, notes, export_env)
+    reduction = maybe_reduce(onnx.path, task.kind, cfg, reduce)
+    if reduction is not None:
+        onnx = OnnxModel.open(onnx.path)
+        notes.append(
+            f"the CTC output {reduction.source} [N, T, {reduction.classes}] is reduced on the device to "
+            f"[N, T] indices and scores (8 bytes a step instead of {4 * reduction.classes}; --no-reduce: not)"
+        )
     shutil.copyfile(yml, work / "inference.yml")
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
@@ -338,6 +349,7 @@ def plan_conversion(
             "outputs": onnx.outputs,
             # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
             "output_dims": derive_file(onnx.path, data_dependent),
+            "reduction": reduction,
         }
     )
     man.check_soc()
