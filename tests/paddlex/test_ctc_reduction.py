@@ -156,6 +156,6 @@ def test_no_reduce_and_other_tasks_keep_their_outputs(asset_root, tmp_path):
     det = _package(asset_root, tmp_path, assets.DET, "dymshape")
     cls = _package(asset_root, tmp_path, assets.TEXTLINE_ORI, "dymshape")
     for folder in (det, cls):
-        man = mf.load(folder / mf.MANIFEST_NAME)
-        assert man.reduction is None and man.outputs == mf.load(asset_root / "om" / folder.name / mf.MANIFEST_NAME).outputs
+        man, source = (mf.load(f / mf.MANIFEST_NAME) for f in (folder, asset_root / "om" / folder.name))
+        assert man.reduction is None and man.outputs == source.outputs
     shutil.rmtree(det)
