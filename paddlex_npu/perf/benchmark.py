@@ -126,10 +126,15 @@ class BenchmarkReport:
         if not self.models:
             return f"device times from the {self.runtime} runtime (no cost model)"
         parts = [
-            f"{name} {m['base_ms']:.3f} ms + {m['ms_per_melem']:.3f} ms/Melem"
+            f"{name} {m['base_ms']:.3f} ms + {m['ms_per_melem']:.3f} ms/Melem, {m.get('bytes_out', 0) / 1e3:.1f} kB "
+            f"out and {m.get('transfer_ms', 0):.2f} ms of copies per image"
             for name, m in sorted(self.models.items())
         ]
-        return "simulated device times, cost model base + rate x input elements (310P3 figures): " + "; ".join(parts)
+        gbps = max((m.get("pcie_gbps", 0.0) for m in self.models.values()), default=0.0)
+        return (
+            "simulated device times, cost model base + rate x input elements (310P3 figures) + bytes in and out at "
+            f"{gbps:g} GB/s: " + "; ".join(parts)
+        )
 
     def summary_lines(self) -> List[str]:
         """The figures' conclusions in words: the bound and what sets it, the best NPU route against it and
@@ -334,7 +339,11 @@ def _per_image(before: Dict[str, Dict[str, Any]], after: Dict[str, Dict[str, Any
             "task": m["task"],
             "base_ms": m["base_ms"],
             "ms_per_melem": m["ms_per_melem"],
-            **{k: (m[k] - b.get(k, 0)) / max(n, 1) for k in ("calls", "elements", "device_ms")},
+            "pcie_gbps": m.get("pcie_gbps", 0.0),
+            **{
+                k: (m.get(k, 0) - b.get(k, 0)) / max(n, 1)
+                for k in ("calls", "elements", "device_ms", "transfer_ms", "bytes_in", "bytes_out")
+            },
         }
     return out
 
