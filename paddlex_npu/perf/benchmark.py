@@ -41,7 +41,7 @@ from ..run import simulated
 SERIAL = "NPU serial"
 T = TypeVar("T")
 Progress = Callable[[str, int], None]
-_SIM_KEYS = ("device_ms", "replay_ms", "computed")
+_SIM_KEYS = ("device_ms", "replay_ms", "computed", "transfer_ms")
 _STAGE_KEYS = ("pre_seconds", "model_seconds", "post_seconds")
 
 
@@ -70,6 +70,7 @@ class RouteFigures:
     errors: int = 0
     dispatch_ms: float = 0.0  # executor routes: the parent's CPU per image (dispatch, pipes, results), in cpu_ms
     rounds_images_per_s: List[float] = field(default_factory=list)  # every round's images/s (this is the median)
+    transfer_ms: float = 0.0  # of device_ms: the simulated copies host to device and back
 
     @property
     def host_ms(self) -> float:
@@ -230,6 +231,7 @@ def _figures(
         sim_overhead_ms=t.get("sim_replay_ms", 0.0) / n,
         computed=int(t.get("sim_computed", 0)),
         errors=errors,
+        transfer_ms=t.get("sim_transfer_ms", 0.0) / n,
     )
 
 
@@ -281,7 +283,7 @@ def _executor(
     for _ in ex.map(list(inputs) * workers if warm else []):  # warm-up: every worker sees inputs
         pass
     lat: List[float] = []
-    totals = dict.fromkeys(("cpu_seconds", "sim_device_ms", "sim_replay_ms", "sim_computed", *_STAGE_KEYS), 0.0)
+    totals = dict.fromkeys(("cpu_seconds", *(f"sim_{k}" for k in _SIM_KEYS), *_STAGE_KEYS), 0.0)
     errors, c0, t0 = 0, time.process_time(), time.perf_counter()
     for r in ex.map(list(inputs) * repeat):
         errors += not r.ok
