@@ -307,29 +307,12 @@ def plan_conversion(
     PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
     ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
     :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`)."""
-    check_options(
-        soc,
-        mode,
-        gears=gears,
-        samples=samples,
-        max_gears=max_gears,
-        max_batch=max_batch,
-        max_side=max_side,
-        precision=precision,
-        export_env=export_env,
-        **plan,
-    )
+    shapes_given = dict(gears=gears, samples=samples, max_gears=max_gears, max_batch=max_batch, max_side=max_side)
+    check_options(soc, mode, precision=precision, export_env=export_env, **shapes_given, **plan)
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
-    onnx = _onnx_in(model_dir, work, task, notes, export_env)
-    reduction = maybe_reduce(onnx.path, task.kind, cfg, reduce)
-    if reduction is not None:
-        onnx = OnnxModel.open(onnx.path)
-        notes.append(
-            f"the CTC output {reduction.source} [N, T, {reduction.classes}] is reduced on the device to "
-            f"[N, T] indices and scores (8 bytes a step instead of {4 * reduction.classes}; --no-reduce: not)"
-        )
+    onnx, reduction = _reduced(_onnx_in(model_dir, work, task, notes, export_env), task, cfg, reduce, notes)
     shutil.copyfile(yml, work / "inference.yml")
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
@@ -356,6 +339,20 @@ def plan_conversion(
     given = [f"--{k.replace('_', '-')} {v}" for k, v in (("gears", gears), ("input_shape", input_shape)) if v]
     _check_loadable(model_name, task, onnx.path, man, " and ".join(given) or "convert's shapes for this task")
     return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _reduced(
+    onnx: OnnxModel, task: Task, cfg: Dict[str, Any], reduce: bool, notes: List[str]
+) -> Tuple[OnnxModel, Optional[mf.OutputReduction]]:
+    """The ONNX with a CTC recognition output reduced on the device (:mod:`.reduction`), and the reduction."""
+    reduction = maybe_reduce(onnx.path, task.kind, cfg, reduce)
+    if reduction is None:
+        return onnx, None
+    notes.append(
+        f"the CTC output {reduction.source} [N, T, {reduction.classes}] is reduced on the device to [N, T] indices "
+        f"and scores (8 bytes a step instead of {4 * reduction.classes}; --no-reduce: not)"
+    )
+    return OnnxModel.open(onnx.path), reduction
 
 
 def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest, source: str) -> None:

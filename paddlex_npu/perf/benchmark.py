@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -415,15 +415,8 @@ def run_benchmark(
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
     with contextlib.ExitStack() as stack:
-        serial, clock = None, None
-        try:
-            serial = create_on_device(pipeline, 0, create_kwargs)
-            stack.callback(_close, serial)
-            clock = warmed(serial, inputs)
-        except Exception as exc:  # e.g. runtime ais_bench without an NPU: the CPU engines' routes still run
-            report.skipped[SERIAL] = _why(exc)
-            progress(SERIAL, rounds * repeat * len(inputs))
-        executors: Dict[int, ParallelExecutor] = {}
+        serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress)
+        run = _ExecutorRun(pipeline, create_kwargs, runtime, stack, {})
         for r in range(rounds):
             if SERIAL not in report.skipped:
                 try:
@@ -435,27 +428,7 @@ def run_benchmark(
                 except Exception as exc:
                     report.skipped[SERIAL] = _why(exc)
             for k in workers:
-                route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
-                if route in report.skipped:
-                    continue
-                try:
-                    if k not in executors:
-                        executors[k] = stack.enter_context(
-                            ParallelExecutor(
-                                pipeline,
-                                workers_per_device=k,
-                                create_kwargs=create_kwargs,
-                                runtime=runtime,
-                                stages=True,
-                                transform=result_summary,
-                            )
-                        )
-                    measured.setdefault(route, []).append(
-                        _executor(executors[k], inputs, repeat, k, progress, warm=r == 0)
-                    )
-                except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
-                    report.skipped[route] = _why(exc)
-                    measured.pop(route, None)
+                _executor_round(report, measured, run, k, inputs, repeat, progress, warm=r == 0)
     for route, figures in measured.items():
         if route not in report.skipped:
             median = median_round(figures, lambda f: f.images_per_s)
@@ -464,6 +437,73 @@ def run_benchmark(
     _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report
+
+
+def _open_serial(
+    report: BenchmarkReport,
+    stack: contextlib.ExitStack,
+    pipeline: Any,
+    inputs: Sequence[str],
+    create_kwargs: Optional[Dict[str, Any]],
+    passes: int,
+    progress: Progress,
+) -> Tuple[Any, Any]:
+    """The serial route's pipeline on device 0, warmed up, and its stage clock; (None, None) with the reason in
+    ``report.skipped`` when it cannot be made (e.g. runtime ais_bench without an NPU: the CPU routes still run)."""
+    try:
+        serial = create_on_device(pipeline, 0, create_kwargs)
+        stack.callback(_close, serial)
+        return serial, warmed(serial, inputs)
+    except Exception as exc:
+        report.skipped[SERIAL] = _why(exc)
+        progress(SERIAL, passes * len(inputs))
+        return None, None
+
+
+@dataclass
+class _ExecutorRun:
+    """What every executor route of a run shares: the pipeline, its options and the executors made so far."""
+
+    pipeline: Any
+    create_kwargs: Optional[Dict[str, Any]]
+    runtime: str
+    stack: contextlib.ExitStack
+    executors: Dict[int, ParallelExecutor]
+
+    def executor(self, workers: int) -> ParallelExecutor:
+        if workers not in self.executors:
+            self.executors[workers] = self.stack.enter_context(
+                ParallelExecutor(
+                    self.pipeline,
+                    workers_per_device=workers,
+                    create_kwargs=self.create_kwargs,
+                    runtime=self.runtime,
+                    stages=True,
+                    transform=result_summary,
+                )
+            )
+        return self.executors[workers]
+
+
+def _executor_round(
+    report: BenchmarkReport,
+    measured: Dict[str, List[RouteFigures]],
+    run: _ExecutorRun,
+    workers: int,
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+    warm: bool,
+) -> None:
+    """One round of the executor route with ``workers`` workers; a failure is kept in ``report.skipped``."""
+    route = f"NPU executor, {workers} worker{'s' if workers > 1 else ''}"
+    if route in report.skipped:
+        return
+    try:
+        measured.setdefault(route, []).append(_executor(run.executor(workers), inputs, repeat, workers, progress, warm))
+    except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
+        report.skipped[route] = _why(exc)
+        measured.pop(route, None)
 
 
 def median_round(rounds: Sequence[T], rate: Callable[[T], float]) -> T:
