@@ -312,7 +312,7 @@ def plan_conversion(
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
-    onnx, reduction = _reduced(_onnx_in(model_dir, work, task, notes, export_env), task, cfg, reduce, notes)
+    onnx = _onnx_in(model_dir, work, task, notes, export_env)
     shutil.copyfile(yml, work / "inference.yml")
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
@@ -324,6 +324,8 @@ def plan_conversion(
         gear_list = _planned_gears(model_name, work, task, shapes, samples, notes, **plan)
     elif gears:
         gear_list = parse_gears(gears)
+    # after planning, which runs the model as PaddleX does; the planner reads input shapes only
+    onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,

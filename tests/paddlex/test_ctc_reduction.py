@@ -97,10 +97,21 @@ def test_reduced_packages_read_exactly_as_paddlex(model, asset_root, lines, tmp_
 
 @pytest.mark.parametrize(
     "model, mode",
-    [(assets.REC, "gears"), (assets.REC_V5, "gears"), pytest.param(assets.REC, "static", marks=pytest.mark.slow)],
+    [
+        (assets.REC, "gears"),
+        (assets.REC_V5, "gears"),
+        (assets.REC, "auto"),  # planned from the lines: the planner runs the model before the reduction
+        pytest.param(assets.REC, "static", marks=pytest.mark.slow),
+    ],
 )
 def test_gear_and_static_packages_read_as_their_full_twins(model, mode, asset_root, lines, tmp_path):
     gears = {"gears": "1,320;3,1600;3,3200"} if mode == "gears" else {}
+    if mode == "auto":
+        (tmp_path / "samples").mkdir()
+        for line in lines:
+            shutil.copy(line, tmp_path / "samples")
+        gears = {"gears": "auto", "samples": tmp_path / "samples", "samples_are": "lines", "max_gears": 4}
+        mode = "gears"
     reduced = _package(asset_root, tmp_path / "on", model, mode, **gears)
     full = _package(asset_root, tmp_path / "off", model, mode, reduce=False, **gears)
     assert mf.load(reduced / mf.MANIFEST_NAME).reduction is not None
