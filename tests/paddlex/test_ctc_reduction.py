@@ -91,8 +91,9 @@ def test_reduced_packages_read_exactly_as_paddlex(model, asset_root, lines, tmp_
         assert [t for t, _ in got] == [t for t, _ in own]
         assert [s for _, s in got] == pytest.approx([s for _, s in own], abs=1e-4)
     assert "invoice" in got[0][0].lower()  # the lines are read (the 60-word one squeezed past reading)
-    boxes = [r for r in _read(model, reduced, lines[:4], return_word_box=True)]
-    assert boxes == _read(model, full, lines[:4], return_word_box=True)
+    if model in (assets.REC, assets.REC_V5):  # word boxes: PaddleX's own decode path, once per class count
+        boxes = _read(model, reduced, lines[:4], return_word_box=True)
+        assert boxes == _read(model, full, lines[:4], return_word_box=True)
 
 
 @pytest.mark.parametrize(
