@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -414,7 +414,7 @@ def run_benchmark(
     report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
-    with contextlib.ExitStack() as stack:
+    with _interruptible(report), contextlib.ExitStack() as stack:  # Ctrl-C: the routes that finished are kept
         serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress)
         run = _ExecutorRun(pipeline, create_kwargs, runtime, stack, {})
         for r in range(rounds):
@@ -430,11 +430,13 @@ def run_benchmark(
             for k in workers:
                 _executor_round(report, measured, run, k, inputs, repeat, progress, warm=r == 0)
     for route, figures in measured.items():
-        if route not in report.skipped:
+        if route not in report.skipped and figures:  # (empty: a route Ctrl-C cut short)
             median = median_round(figures, lambda f: f.images_per_s)
             median.rounds_images_per_s = [f.images_per_s for f in figures]
             report.routes.append(median)
-    _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
+    if INTERRUPTED not in report.skipped:
+        with _interruptible(report):
+            _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report
 
@@ -504,6 +506,18 @@ def _executor_round(
     except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
         report.skipped[route] = _why(exc)
         measured.pop(route, None)
+
+
+INTERRUPTED = "interrupted"  # the key of report.skipped after a Ctrl-C
+
+
+@contextlib.contextmanager
+def _interruptible(report: BenchmarkReport) -> Iterator[None]:
+    """Ctrl-C ends the run and is recorded in ``report.skipped``; the figures of the routes that finished stay."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        report.skipped[INTERRUPTED] = "Ctrl-C: the routes not listed did not finish"
 
 
 def median_round(rounds: Sequence[T], rate: Callable[[T], float]) -> T:
