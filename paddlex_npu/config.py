@@ -19,6 +19,9 @@ class SimulationConfig(BaseModel):
 
     base_ms: Optional[float] = Field(None, ge=0, description="device time of every call, ms")
     ms_per_melem: Optional[float] = Field(None, ge=0, description="device time per million input elements, ms")
+    pcie_gbps: Optional[float] = Field(
+        None, ge=0, description="host<->device copy rate, GB/s each way (0: copies free; default 16)"
+    )
     store: Optional[str] = Field(None, description="replay store folder (default $PADDLEX_NPU_SIM_STORE)")
     lock_dir: Optional[str] = Field(None, description="per-device lock files (default $PADDLEX_NPU_SIM_LOCKS)")
 

@@ -5,6 +5,8 @@
 1. ONNX: ``inference.onnx`` of the folder, else exported from ``inference.pdmodel``/``.pdiparams`` with
    paddle2onnx 1.3.1 here, or from a PIR ``inference.json``/``.pdiparams`` with paddle2onnx 2.x in an export
    environment (:mod:`.export`, :mod:`.export_env`), then checked against Paddle on a sample input.
+   A text recognition model decoded by ``CTCLabelDecode`` gets its CTC output reduced on the device (ArgMax and
+   ReduceMax over the classes, :mod:`.reduction`; ``reduce=False`` / ``--no-reduce``: the full output).
 2. ATC options from the task (:mod:`.tasks`) and ``inference.yml``; user overrides win.
 3. The exact ``atc`` command (:mod:`paddlex_npu.om.atc`); run when ``atc`` is on PATH, else written to ``atc.sh``.
 4. The package: ``inference.yml``, ``inference.om.json`` (the manifest), ``inference.onnx``, and
@@ -51,6 +53,7 @@ from .export import (
     is_pir,
     no_export_env,
 )
+from .reduction import maybe_reduce
 from .shapes import (
     REC_MAX_WIDTH,
     Task,
@@ -301,25 +304,16 @@ def plan_conversion(
     max_side: Optional[int] = None,
     precision: str = "fp16",
     export_env: Optional[str] = None,
+    reduce: bool = True,
     **plan: Any,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
     ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
     PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
     ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
-    :func:`_planned_gears`)."""
-    check_options(
-        soc,
-        mode,
-        gears=gears,
-        samples=samples,
-        max_gears=max_gears,
-        max_batch=max_batch,
-        max_side=max_side,
-        precision=precision,
-        export_env=export_env,
-        **plan,
-    )
+    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`)."""
+    shapes_given = dict(gears=gears, samples=samples, max_gears=max_gears, max_batch=max_batch, max_side=max_side)
+    check_options(soc, mode, precision=precision, export_env=export_env, **shapes_given, **plan)
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
@@ -335,6 +329,8 @@ def plan_conversion(
         gear_list = _planned_gears(model_name, work, task, shapes, samples, notes, **plan)
     elif gears:
         gear_list = parse_gears(gears)
+    # after planning, which runs the model as PaddleX does; the planner reads input shapes only
+    onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,
@@ -343,12 +339,27 @@ def plan_conversion(
             "outputs": onnx.outputs,
             # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
             "output_dims": derive_file(onnx.path, data_dependent),
+            "reduction": reduction,
         }
     )
     man.check_soc()
     given = [f"--{k.replace('_', '-')} {v}" for k, v in (("gears", gears), ("input_shape", input_shape)) if v]
     _check_loadable(model_name, task, onnx.path, man, " and ".join(given) or "convert's shapes for this task")
     return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _reduced(
+    onnx: OnnxModel, task: Task, cfg: Dict[str, Any], reduce: bool, notes: List[str]
+) -> Tuple[OnnxModel, Optional[mf.OutputReduction]]:
+    """The ONNX with a CTC recognition output reduced on the device (:mod:`.reduction`), and the reduction."""
+    reduction = maybe_reduce(onnx.path, task.kind, cfg, reduce)
+    if reduction is None:
+        return onnx, None
+    notes.append(
+        f"the CTC output {reduction.source} [N, T, {reduction.classes}] is reduced on the device to [N, T] indices "
+        f"and scores (8 bytes a step instead of {4 * reduction.classes}; --no-reduce: not)"
+    )
+    return OnnxModel.open(onnx.path), reduction
 
 
 def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest, source: str) -> None:

@@ -80,6 +80,7 @@ def run_convert(args: argparse.Namespace) -> int:
             det_package=args.det_package,
             samples_are=args.samples_are,
             max_width=args.max_width,
+            reduce=args.reduce,
         )
     except PaddlexNpuError as exc:
         return fail("convert", exc)
@@ -147,6 +148,13 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         "--export-env",
         help="PIR models (inference.json): 'auto' makes (once) and uses an export environment with paddlepaddle "
         "3.0.0 + paddle2onnx 2.0.2rc3 under ~/.cache/paddlex_npu (about 1 GB); or the path of such a venv",
+    )
+    p.add_argument(
+        "--no-reduce",
+        dest="reduce",
+        action="store_false",
+        help="text recognition: keep the full CTC output [N, T, classes] (default: reduced on the device to [N, T] "
+        "indices and scores, which the route decodes exactly as PaddleX)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 

@@ -123,7 +123,10 @@ def run_one(
     timing = {
         "seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - c0,
-        **{f"sim_{k}": s1[k] - s0[k] for k in ("calls", "computed", "device_ms", "replay_ms", "compute_ms")},
+        **{
+            f"sim_{k}": s1[k] - s0[k]
+            for k in ("calls", "computed", "device_ms", "replay_ms", "compute_ms", "transfer_ms")
+        },
         **{k: v - stages0[k] for k, v in (clock.totals() if clock is not None else {}).items()},
     }
     return Done(key, ok, payload, timing)

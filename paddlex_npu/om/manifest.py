@@ -20,7 +20,8 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
                                                # the input values decide (bounded by data_dependent_max)
       "soc_version": "Ascend310P3", "precision": "fp16" | "fp32",
       "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
-      "atc_command": "atc --framework=5 ..."
+      "atc_command": "atc --framework=5 ...",
+      "reduction": {"kind": "ctc_greedy", "source": "softmax_11.tmp_0", "classes": 6625}
     }
 
 ``static`` has no -1 dims; ``dymbatch`` varies dim 0 of the inputs that have a -1 there (one value per gear);
@@ -39,6 +40,12 @@ knows gears and static shapes only) and CANN's gear options do not support such 
 ``data_dependent`` outputs must be ``dymshape`` (its inputs may then be fully fixed) and cannot run on Ascend
 310/310B. ``paddlex-npu convert`` fills it from the ONNX graph (:mod:`.graph`); an OM without a manifest whose
 inputs are all fixed but whose outputs have -1 dims is taken as such a model.
+
+``reduction`` (optional; absent in packages built before it, or with ``convert --no-reduce``): the OM's outputs
+are a reduction of the model's own. ``ctc_greedy``: a recognition model's CTC output ``source`` ``[N, T,
+classes]`` was reduced on the device to ``ctc_indices [N, T]`` (int32, the argmax over the classes) and
+``ctc_scores [N, T]`` (float32, the max), the two things PaddleX's greedy ``CTCLabelDecode`` takes of it
+(:mod:`paddlex_npu.build.reduction`).
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ Mode = Literal["static", "dymbatch", "dymhw", "dymdims", "dymshape"]
 GEAR_MODES = ("dymbatch", "dymhw", "dymdims")
 MIN_GEARS, MAX_GEARS = 2, 100
 NO_DYMSHAPE_SOCS = ("Ascend310", "Ascend310B")  # CANN: no dynamic shape (ranges) on 310 / 310B
+CTC_OUTPUTS = ("ctc_indices", "ctc_scores")  # a ctc_greedy reduction's outputs, in this order
 
 
 # Input dtypes an OM can have (aclDataType's, by their numpy names).
@@ -109,6 +117,16 @@ class InputSpec(BaseModel):
         return [i for i, d in enumerate(self.shape) if d < 0]
 
 
+class OutputReduction(BaseModel):
+    """How the OM's outputs reduce the model's own (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["ctc_greedy"]
+    source: str  # the model's output that was reduced
+    classes: int = Field(gt=0)  # its class axis' length
+
+
 class OMManifest(BaseModel):
     """See the module docstring for the schema."""
 
@@ -125,11 +143,14 @@ class OMManifest(BaseModel):
     precision: Optional[str] = None
     onnx_sha256: Optional[str] = None
     atc_command: Optional[str] = None
+    reduction: Optional[OutputReduction] = None
 
     @model_validator(mode="after")
     def _check(self) -> OMManifest:
         if self.schema_ != SCHEMA:
             raise ValueError(f"schema {self.schema_!r} is not {SCHEMA!r}")
+        if self.reduction is not None and self.outputs and tuple(self.outputs) != CTC_OUTPUTS:
+            raise ValueError(f"a ctc_greedy reduction's outputs are {list(CTC_OUTPUTS)}, not {self.outputs}")
         self._check_data_dependent()
         self._check_output_dims()
         n_dyn = sum(len(i.dynamic_dims) for i in self.inputs)

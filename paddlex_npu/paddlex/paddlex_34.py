@@ -14,7 +14,8 @@ Patched, and restored by the patch record:
   own ``PaddleInfer``/``HPInfer``;
 - ``BasePredictor.get`` (the model-name registry ``create_predictor`` asks): a name this PaddleX does not know
   (PP-OCRv6, which PaddleX 3.7 brought) raises :class:`UnknownModelError` saying so, instead of a
-  ``ClassNotFoundException`` listing every registered name from deep inside PaddleX.
+  ``ClassNotFoundException`` listing every registered name from deep inside PaddleX;
+- ``CTCLabelDecode.__call__``: CTC outputs reduced on the device decoded as PaddleX does (:mod:`.ctc_decode`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import build_om_runner
 from ..run.session import resolve_runtime_name
-from . import multidevice, routing
+from . import ctc_decode, multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -164,6 +165,7 @@ class Paddlex34Adapter(Adapter):
         getter.__paddlex_npu_patched__ = True  # as wrap_bound marks its wrappers (uninstall and the tests read it)
         record.set_attr(BasePredictor, "get", getter)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
+        ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
 
 
 ADAPTER = Paddlex34Adapter()

@@ -7,7 +7,8 @@ What it adds, all removed again on uninstall:
   PaddleX's ``hpi`` engine (``use_hpip=True`` or ``engine="hpi"``; config from ``hpi_config`` or
   ``engine_config``, flat or its ``hpi`` bucket) with backend ``om`` on an ``npu`` device, or with no backend
   and an OM package as model folder, to that engine (no ``ultra-infer`` needed), and that refuses
-  ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort).
+  ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort);
+- ``CTCLabelDecode.__call__`` taking CTC outputs reduced on the device (:mod:`.ctc_decode`).
 Every other call reaches PaddleX unchanged.
 """
 
@@ -28,7 +29,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import OMRunner, build_om_runner
 from ..run.session import resolve_runtime_name
-from . import multidevice, routing
+from . import ctc_decode, multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -233,6 +234,7 @@ class Paddlex35Adapter(Adapter):
         registry[ENGINE_NAME] = OMEngine
         self._add_bindings()
         _clear_engine_caches()
+        ctc_decode.enable_fork()
 
     def apply(self, record: PatchRecord) -> None:
         registry = InferenceEngine.all()
@@ -247,6 +249,7 @@ class Paddlex35Adapter(Adapter):
         record.set_everywhere(original, wrap_bound(original, self._create_predictor))
         record.on_apply_and_revert(_clear_engine_caches)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
+        ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:

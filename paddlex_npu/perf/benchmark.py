@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from ..run import simulated
 SERIAL = "NPU serial"
 T = TypeVar("T")
 Progress = Callable[[str, int], None]
-_SIM_KEYS = ("device_ms", "replay_ms", "computed")
+_SIM_KEYS = ("device_ms", "replay_ms", "computed", "transfer_ms")
 _STAGE_KEYS = ("pre_seconds", "model_seconds", "post_seconds")
 
 
@@ -70,6 +70,7 @@ class RouteFigures:
     errors: int = 0
     dispatch_ms: float = 0.0  # executor routes: the parent's CPU per image (dispatch, pipes, results), in cpu_ms
     rounds_images_per_s: List[float] = field(default_factory=list)  # every round's images/s (this is the median)
+    transfer_ms: float = 0.0  # of device_ms: the simulated copies host to device and back
 
     @property
     def host_ms(self) -> float:
@@ -126,10 +127,15 @@ class BenchmarkReport:
         if not self.models:
             return f"device times from the {self.runtime} runtime (no cost model)"
         parts = [
-            f"{name} {m['base_ms']:.3f} ms + {m['ms_per_melem']:.3f} ms/Melem"
+            f"{name} {m['base_ms']:.3f} ms + {m['ms_per_melem']:.3f} ms/Melem, {m.get('bytes_out', 0) / 1e3:.1f} kB "
+            f"out and {m.get('transfer_ms', 0):.2f} ms of copies per image"
             for name, m in sorted(self.models.items())
         ]
-        return "simulated device times, cost model base + rate x input elements (310P3 figures): " + "; ".join(parts)
+        gbps = max((m.get("pcie_gbps", 0.0) for m in self.models.values()), default=0.0)
+        return (
+            "simulated device times, cost model base + rate x input elements (310P3 figures) + bytes in and out at "
+            f"{gbps:g} GB/s: " + "; ".join(parts)
+        )
 
     def summary_lines(self) -> List[str]:
         """The figures' conclusions in words: the bound and what sets it, the best NPU route against it and
@@ -225,6 +231,7 @@ def _figures(
         sim_overhead_ms=t.get("sim_replay_ms", 0.0) / n,
         computed=int(t.get("sim_computed", 0)),
         errors=errors,
+        transfer_ms=t.get("sim_transfer_ms", 0.0) / n,
     )
 
 
@@ -276,7 +283,7 @@ def _executor(
     for _ in ex.map(list(inputs) * workers if warm else []):  # warm-up: every worker sees inputs
         pass
     lat: List[float] = []
-    totals = dict.fromkeys(("cpu_seconds", "sim_device_ms", "sim_replay_ms", "sim_computed", *_STAGE_KEYS), 0.0)
+    totals = dict.fromkeys(("cpu_seconds", *(f"sim_{k}" for k in _SIM_KEYS), *_STAGE_KEYS), 0.0)
     errors, c0, t0 = 0, time.process_time(), time.perf_counter()
     for r in ex.map(list(inputs) * repeat):
         errors += not r.ok
@@ -334,7 +341,11 @@ def _per_image(before: Dict[str, Dict[str, Any]], after: Dict[str, Dict[str, Any
             "task": m["task"],
             "base_ms": m["base_ms"],
             "ms_per_melem": m["ms_per_melem"],
-            **{k: (m[k] - b.get(k, 0)) / max(n, 1) for k in ("calls", "elements", "device_ms")},
+            "pcie_gbps": m.get("pcie_gbps", 0.0),
+            **{
+                k: (m.get(k, 0) - b.get(k, 0)) / max(n, 1)
+                for k in ("calls", "elements", "device_ms", "transfer_ms", "bytes_in", "bytes_out")
+            },
         }
     return out
 
@@ -404,15 +415,8 @@ def run_benchmark(
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
     with _interruptible(report), contextlib.ExitStack() as stack:  # Ctrl-C: the routes that finished are kept
-        serial, clock = None, None
-        try:
-            serial = create_on_device(pipeline, 0, create_kwargs)
-            stack.callback(_close, serial)
-            clock = warmed(serial, inputs)
-        except Exception as exc:  # e.g. runtime ais_bench without an NPU: the CPU engines' routes still run
-            report.skipped[SERIAL] = _why(exc)
-            progress(SERIAL, rounds * repeat * len(inputs))
-        executors: Dict[int, ParallelExecutor] = {}
+        serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress)
+        run = _ExecutorRun(pipeline, create_kwargs, runtime, stack, {})
         for r in range(rounds):
             if SERIAL not in report.skipped:
                 try:
@@ -424,27 +428,7 @@ def run_benchmark(
                 except Exception as exc:
                     report.skipped[SERIAL] = _why(exc)
             for k in workers:
-                route = f"NPU executor, {k} worker{'s' if k > 1 else ''}"
-                if route in report.skipped:
-                    continue
-                try:
-                    if k not in executors:
-                        executors[k] = stack.enter_context(
-                            ParallelExecutor(
-                                pipeline,
-                                workers_per_device=k,
-                                create_kwargs=create_kwargs,
-                                runtime=runtime,
-                                stages=True,
-                                transform=result_summary,
-                            )
-                        )
-                    measured.setdefault(route, []).append(
-                        _executor(executors[k], inputs, repeat, k, progress, warm=r == 0)
-                    )
-                except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
-                    report.skipped[route] = _why(exc)
-                    measured.pop(route, None)
+                _executor_round(report, measured, run, k, inputs, repeat, progress, warm=r == 0)
     for route, figures in measured.items():
         if route not in report.skipped and figures:  # (empty: a route Ctrl-C cut short)
             median = median_round(figures, lambda f: f.images_per_s)
@@ -455,6 +439,73 @@ def run_benchmark(
             _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report
+
+
+def _open_serial(
+    report: BenchmarkReport,
+    stack: contextlib.ExitStack,
+    pipeline: Any,
+    inputs: Sequence[str],
+    create_kwargs: Optional[Dict[str, Any]],
+    passes: int,
+    progress: Progress,
+) -> Tuple[Any, Any]:
+    """The serial route's pipeline on device 0, warmed up, and its stage clock; (None, None) with the reason in
+    ``report.skipped`` when it cannot be made (e.g. runtime ais_bench without an NPU: the CPU routes still run)."""
+    try:
+        serial = create_on_device(pipeline, 0, create_kwargs)
+        stack.callback(_close, serial)
+        return serial, warmed(serial, inputs)
+    except Exception as exc:
+        report.skipped[SERIAL] = _why(exc)
+        progress(SERIAL, passes * len(inputs))
+        return None, None
+
+
+@dataclass
+class _ExecutorRun:
+    """What every executor route of a run shares: the pipeline, its options and the executors made so far."""
+
+    pipeline: Any
+    create_kwargs: Optional[Dict[str, Any]]
+    runtime: str
+    stack: contextlib.ExitStack
+    executors: Dict[int, ParallelExecutor]
+
+    def executor(self, workers: int) -> ParallelExecutor:
+        if workers not in self.executors:
+            self.executors[workers] = self.stack.enter_context(
+                ParallelExecutor(
+                    self.pipeline,
+                    workers_per_device=workers,
+                    create_kwargs=self.create_kwargs,
+                    runtime=self.runtime,
+                    stages=True,
+                    transform=result_summary,
+                )
+            )
+        return self.executors[workers]
+
+
+def _executor_round(
+    report: BenchmarkReport,
+    measured: Dict[str, List[RouteFigures]],
+    run: _ExecutorRun,
+    workers: int,
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+    warm: bool,
+) -> None:
+    """One round of the executor route with ``workers`` workers; a failure is kept in ``report.skipped``."""
+    route = f"NPU executor, {workers} worker{'s' if workers > 1 else ''}"
+    if route in report.skipped:
+        return
+    try:
+        measured.setdefault(route, []).append(_executor(run.executor(workers), inputs, repeat, workers, progress, warm))
+    except Exception as exc:  # e.g. workers that cannot start here: the other routes' figures are kept
+        report.skipped[route] = _why(exc)
+        measured.pop(route, None)
 
 
 INTERRUPTED = "interrupted"  # the key of report.skipped after a Ctrl-C

@@ -7,7 +7,9 @@ What a page costs, from the benchmark's NPU serial route:
   the executor adds per page (dispatch, pipes, its parent: the 1-worker executor route's ``host_ms`` minus the
   serial one's), scaled by ``cpu_speed`` (a target core's speed relative to the benchmark machine's);
 - **device time** per page: per model, its calls per page x ``base_ms`` plus its input elements per page x
-  ``ms_per_melem``, the per-element part divided by the target chip's ``compute_scale`` (:data:`DEVICES`);
+  ``ms_per_melem``, the per-element part divided by the target chip's ``compute_scale`` (:data:`DEVICES`), plus
+  the copies host to device and back (the simulator's ``transfer_ms``: bytes moved at the cost model's
+  ``pcie_gbps``, the same on every chip of PCIe 4.0 x16);
 - **serving** (optional): CPU per request of a front process that answers HTTP (``serving_ms``), which adds to
   the host CPU and can serve at most ``front_processes * 1000 / serving_ms`` requests/s.
 
@@ -94,9 +96,10 @@ class PageCost:
     device_elem_ms: float  # device time per page: the per-element part
     serving_ms: float = 0.0  # CPU per request in the front process (0: no HTTP front)
     source: str = ""
+    transfer_ms: float = 0.0  # device time per page: the copies host to device and back
 
     def device_ms(self, device: Device) -> float:
-        return self.device_base_ms * device.base_scale + self.device_elem_ms / device.compute_scale
+        return self.device_base_ms * device.base_scale + self.device_elem_ms / device.compute_scale + self.transfer_ms
 
     def cpu_ms(self, cpu_speed: float) -> float:
         return (self.host_ms + self.executor_ms + self.serving_ms) / cpu_speed
@@ -133,8 +136,11 @@ def page_cost(report: BenchmarkReport, serving_ms: float = 0.0) -> PageCost:
     executor = max(0.0, one.host_ms - serial.host_ms) if one else 0.0
     base = sum(m["calls"] * m["base_ms"] for m in report.models.values())
     elem = sum(m["elements"] / 1e6 * m["ms_per_melem"] for m in report.models.values())
+    moved = sum(m.get("transfer_ms", 0.0) for m in report.models.values())  # reports before issue 35: none
     where = f"{report.cores} cores, {report.cpu}, load {'/'.join(f'{x:.1f}' for x in report.load_average)}"
-    return PageCost(serial.host_ms, executor, base, elem, serving_ms, source=f"{report.input_desc} on {where}")
+    return PageCost(
+        serial.host_ms, executor, base, elem, serving_ms, source=f"{report.input_desc} on {where}", transfer_ms=moved
+    )
 
 
 def throughput(workers: int, cpu_ms: float, cores: float, device_ms: float, contention: float = 0.0) -> float:

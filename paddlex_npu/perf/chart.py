@@ -18,16 +18,20 @@ WIDTH, ROW, LABEL_W, MARGIN = 1100, 34, 300, 24
 STAGES: List[Tuple[str, str, Tuple[int, int, int]]] = [
     ("pre_ms", "pre-processing", (86, 156, 214)),
     ("runner_ms", "model call (host, device queue)", (230, 126, 34)),
-    ("device_ms", "device time", (150, 70, 20)),
+    ("device_ms", "device time (compute)", (150, 70, 20)),
+    ("transfer_ms", "device time (PCIe copies)", (200, 60, 120)),
     ("post_ms", "post-processing", (46, 160, 90)),
     ("other_ms", "rest of the pipeline", (160, 160, 160)),
 ]
 
 
 def _stage(r: Any, key: str) -> float:
-    """A stage's ms per image; ``runner_ms`` is the model stage without the device time it holds."""
+    """A stage's ms per image; ``runner_ms`` is the model stage without the device time it holds, ``device_ms``
+    the device time without its copies (``transfer_ms``)."""
     if key == "runner_ms":
         return max(0.0, r.model_ms - r.device_ms)
+    if key == "device_ms":
+        return max(0.0, r.device_ms - r.transfer_ms)
     return float(getattr(r, key))
 
 

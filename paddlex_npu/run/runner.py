@@ -10,6 +10,7 @@ dtypes. This module imports no PaddleX: the version adapters wrap it.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -35,6 +36,7 @@ from .buffers import OutputSizer, check_gear_budget, memory_budget
 from .dtypes import numpy_dtype
 from .gears import (
     InputShapeError,
+    TaskPolicy,
     check_output_ranks,
     check_task_rules,
     policy_for,
@@ -50,6 +52,18 @@ def sort_inputs(inputs: Sequence[Any], names: Sequence[str]) -> List[Any]:
     """Reorder inputs given in name-sorted order into the model's order (as PaddleX's ``sort_inputs``)."""
     order = sorted(range(len(names)), key=names.__getitem__)
     return [inputs[order.index(i)] for i in range(len(inputs))]
+
+
+class CTCReduced(list):
+    """What a runner returns for an OM whose CTC output was reduced on the device (manifest ``reduction``
+    ``ctc_greedy``): ``[indices [N, T] int32, scores [N, T] float32]``. The route's decode
+    (:mod:`paddlex_npu.paddlex.ctc_decode`) takes it directly; any other caller sees a list of two arrays."""
+
+
+def reduced_policy(policy: TaskPolicy) -> TaskPolicy:
+    """The task's policy for reduced outputs: two ``[N, T]`` outputs, each cropped on T as the CTC output was."""
+    crops = tuple((k, od, ii, idim) for oi, od, ii, idim in policy.crops if oi == 0 for k in range(2))
+    return dataclasses.replace(policy, crops=crops, output_ranks=(2, 2))
 
 
 def given_manifest(package: OMPackage, config: OMBackendConfig) -> Optional[mf.OMManifest]:
@@ -82,7 +96,7 @@ class OMRunner:
         self.device_id = device_id
         self.config = config
         self.manifest = manifest
-        self.policy = policy_for(task)
+        self.policy = policy_for(task) if manifest.reduction is None else reduced_policy(policy_for(task))
         self._opened: Optional[OpenedSession] = opened
         session = opened.session
         self._in_descs = list(session.get_inputs())
@@ -151,7 +165,8 @@ class OMRunner:
             )
         arrays = sort_inputs(arrays, self.input_names)
         feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
-        return self.infer(feeds)
+        outputs = self.infer(feeds)
+        return outputs if self.manifest.reduction is None else CTCReduced(outputs)
 
     def infer(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
         """One inference on feeds already in model order and dtypes, through the shape policy."""

@@ -12,7 +12,9 @@ model replaced by a device model:
   seen is computed with ONNX Runtime, stored, and counted (:func:`stats` ``computed``; logged when the session
   is freed);
 - **device time** comes from a cost model, ``base_ms + ms_per_melem * (input elements / 1e6)`` (see
-  :func:`default_cost` for how the defaults follow from the published 310P3 figures);
+  :func:`default_cost` for how the defaults follow from the published 310P3 figures), plus the **transfers**: the
+  input bytes host to device and the output bytes device to host at ``pcie_gbps`` (:data:`PCIE_GBPS`), so that a
+  model whose outputs are large (a CTC head's ``[N, T, classes]``) pays for moving them;
 - **the GIL is held from entry to return** of a replayed call, as ais_bench's bindings hold it for the whole
   device call: every blocking or long step is a C function called through :class:`ctypes.PyDLL` (which keeps
   the GIL): the digest (XXH3 of the ``xxhash`` package's own library: its Python API releases the GIL on large
@@ -25,7 +27,8 @@ model replaced by a device model:
   (:class:`DeviceLock`); a call waits for its slot and for its device time with the GIL held, as a process
   waiting for a busy NPU does.
 
-Not modelled: host-device copies apart from their share of the cost model, device memory limits, streams,
+Not modelled: copies overlapping compute (a call's transfers and compute are serial, as ais_bench's synchronous
+``aclrtMemcpy`` around ``aclmdlExecute`` are), device memory limits, streams,
 fp16 numerics (outputs are the reference runtime's fp32), warm-up/compile time of a real OM.
 """
 
@@ -67,17 +70,28 @@ from .reference import InferSession
 BASE_MS = 0.469
 SEQUENCE_MS_PER_MELEM = 3.842
 DENSE_MS_PER_MELEM = 0.938
+# Host<->device copies, GB/s each way. The Atlas 300I Pro (310P3) sits on PCIe 4.0 x16 (Huawei's Atlas 300I Pro
+# data sheet): 16 GT/s x 16 lanes with 128b/130b coding is 31.5 GB/s per direction (PCI-SIG, PCIe 4.0 base
+# specification). ais_bench copies every output into a new, pageable NumPy array, and pageable copies reach about
+# half of the link (issue 35's 12-16 GB/s): 16 GB/s, an assumption within that span, is the default.
+PCIE_GBPS = 16.0
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Device time of one call: ``base_ms + ms_per_melem * elements / 1e6`` (elements of all inputs)."""
+    """Device time of one call: ``base_ms + ms_per_melem * elements / 1e6`` (elements of all inputs), and the
+    transfers: ``(input bytes + output bytes) / pcie_gbps``."""
 
     base_ms: float
     ms_per_melem: float
+    pcie_gbps: float = PCIE_GBPS
 
     def device_ms(self, elements: int) -> float:
         return self.base_ms + self.ms_per_melem * elements / 1e6
+
+    def transfer_ms(self, nbytes: int) -> float:
+        """Milliseconds to move ``nbytes`` across PCIe (one direction)."""
+        return nbytes / (self.pcie_gbps * 1e6) if self.pcie_gbps > 0 else 0.0
 
 
 def default_cost(task: Optional[str] = None) -> CostModel:
@@ -466,6 +480,9 @@ class SimStats:
     device_ms: float = 0.0
     replay_ms: float = 0.0
     compute_ms: float = 0.0
+    transfer_ms: float = 0.0  # part of device_ms: the copies host to device and back
+    bytes_in: int = 0
+    bytes_out: int = 0
 
 
 _STATS = SimStats()
@@ -484,8 +501,9 @@ def stats() -> Dict[str, float]:
 
 
 def model_stats() -> Dict[str, Dict[str, float]]:
-    """Per model (its folder's name) of this process: ``task``, the cost model (``base_ms``, ``ms_per_melem``)
-    and what its calls cost: ``calls``, ``elements`` (input elements, summed), ``device_ms``."""
+    """Per model (its folder's name) of this process: ``task``, the cost model (``base_ms``, ``ms_per_melem``,
+    ``pcie_gbps``) and what its calls cost: ``calls``, ``elements`` (input elements, summed), ``bytes_in``,
+    ``bytes_out`` (moved host to device and back), ``device_ms`` (transfers included), ``transfer_ms``."""
     with _STATS_LOCK:
         return {name: dict(m) for name, m in _MODELS.items()}
 
@@ -497,7 +515,8 @@ def _count(model: str, elements: int, **deltas: float) -> None:
         m = _MODELS[model]
         m["calls"] += 1
         m["elements"] += elements
-        m["device_ms"] += deltas["device_ms"]
+        for key in ("device_ms", "transfer_ms", "bytes_in", "bytes_out"):
+            m[key] += deltas[key]
 
 
 _CALLS = itertools.count(1)  # device calls of this process, for the device-lost fault
@@ -539,6 +558,7 @@ class SimulatedSession(InferSession):
         self.cost = CostModel(
             default.base_ms if sim.base_ms is None else sim.base_ms,
             default.ms_per_melem if sim.ms_per_melem is None else sim.ms_per_melem,
+            default.pcie_gbps if sim.pcie_gbps is None else sim.pcie_gbps,
         )
         self.store = ReplayStore(Path(sim.store or default_store()) / model_key(self.onnx_path))
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
@@ -552,9 +572,13 @@ class SimulatedSession(InferSession):
                     "task": task or "",
                     "base_ms": self.cost.base_ms,
                     "ms_per_melem": self.cost.ms_per_melem,
+                    "pcie_gbps": self.cost.pcie_gbps,
                     "calls": 0,
                     "elements": 0,
+                    "bytes_in": 0,
+                    "bytes_out": 0,
                     "device_ms": 0.0,
+                    "transfer_ms": 0.0,
                 },
             )
 
@@ -570,8 +594,9 @@ class SimulatedSession(InferSession):
             self.store.put(digest, outputs)
         t2 = time.perf_counter()
         elements = sum(int(a.size) for a in feed.values())
-        device_ms = self.cost.device_ms(elements)
-        start, end = self.device.reserve(device_ms / 1000.0)
+        bytes_in, bytes_out = sum(a.nbytes for a in feed.values()), sum(o.nbytes for o in outputs)
+        transfer_ms = self.cost.transfer_ms(bytes_in) + self.cost.transfer_ms(bytes_out)
+        start, end = self.device.reserve((self.cost.device_ms(elements) + transfer_ms) / 1000.0)
         self.device_intervals.append((start, end))
         deltas = {
             "calls": 1,
@@ -580,6 +605,9 @@ class SimulatedSession(InferSession):
             "device_ms": (end - start) * 1000.0,
             "replay_ms": (c1 - c0) * 1000.0,
             "compute_ms": (t2 - t1) * 1000.0,
+            "transfer_ms": transfer_ms,
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_out,
         }
         _count(self._model, elements, **deltas)
         for key, value in deltas.items():

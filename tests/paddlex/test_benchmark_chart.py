@@ -68,3 +68,19 @@ def test_skipped_routes_are_drawn_with_their_reason_and_a_missing_serial_does_no
     data = report.as_dict()
     assert data["skipped"][SERIAL] == "ConfigError: the pipeline failed" and data["bound_images_per_s"] is None
     assert BenchmarkReport.from_dict(data).skipped == report.skipped
+
+
+def test_the_copies_are_their_own_stage_and_the_header_names_their_rate():
+    from paddlex_npu.perf.chart import STAGES, _stage
+
+    report = _report()
+    for m in report.models.values():
+        m.update(pcie_gbps=16.0, bytes_out=48e6 if m["task"] == "TextRecPredictor" else 1.6e6, transfer_ms=1.5)
+    serial = report.routes[0]
+    serial.transfer_ms = 3.0
+    assert "transfer_ms" in [key for key, _, _ in STAGES]
+    assert _stage(serial, "device_ms") == 6.6 - 3.0 and _stage(serial, "transfer_ms") == 3.0
+    assert sum(_stage(serial, k) for k in ("runner_ms", "device_ms", "transfer_ms")) == serial.model_ms
+    text = " ".join(header_text(report))
+    assert "16 GB/s" in text and "48000.0 kB out and 1.50 ms of copies per image" in text
+    render(report)  # draws

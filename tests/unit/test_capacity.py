@@ -102,3 +102,17 @@ def test_cli_predicts_a_host_and_writes_json(tmp_path, capsys):
     assert "32 cores x 4 310P3:" in text and "bottleneck:" in text and "predicted" in text
     data = json.loads(out.read_text())
     assert data["predictions"][0]["npus"] == 4 and data["checks"]
+
+
+def test_the_device_time_includes_the_copies_of_a_report_that_has_them():
+    """Reports since issue 35 carry each model's simulated copy time per image; older ones have none (0)."""
+    report = BenchmarkReport.from_dict(json.loads(RECORDED[0].read_text()))
+    before = page_cost(report)
+    assert before.transfer_ms == 0.0
+    for m in report.models.values():
+        m["transfer_ms"] = 1.25
+    after = page_cost(report)
+    chip = next(iter(HOSTS.values())).device
+    from paddlex_npu.perf.capacity import DEVICES
+
+    assert after.device_ms(DEVICES[chip]) == pytest.approx(before.device_ms(DEVICES[chip]) + 1.25 * len(report.models))

@@ -30,6 +30,7 @@ def feeds(seed=0, n=2, h=8, w=16):
 
 
 def session(tmp_path, base_ms=1.0, device_id=0, **kw):
+    kw.setdefault("pcie_gbps", 0.0)  # no transfer time unless a test asks (test_transfers_are_charged_per_byte)
     onnx = two_input_model(tmp_path / "m" / "inference.onnx")
     sim = SimulationConfig(base_ms=base_ms, ms_per_melem=0.0, store=str(tmp_path / "store"), **kw)
     sim.lock_dir = sim.lock_dir or str(tmp_path / "locks")
@@ -75,6 +76,21 @@ def test_device_time_follows_the_cost_model(tmp_path):
     assert waited >= 0.040  # and the call returns after it
     assert default_cost("TextDetPredictor").ms_per_melem < default_cost("TextRecPredictor").ms_per_melem
     assert default_cost(None) == default_cost("TextRecPredictor")
+
+
+def test_transfers_are_charged_per_byte(tmp_path):
+    """Input bytes host to device and output bytes back at pcie_gbps: 1 MB/s here, so 1 kB is 1 ms."""
+    sim = session(tmp_path, base_ms=0.0, pcie_gbps=0.001)
+    before = simulated.model_stats().get("m", {})
+    outs = sim.infer(feeds(), mode="dymshape", custom_sizes=[10000, 1000])
+    moved_in, moved_out = sum(f.nbytes for f in feeds()), sum(o.nbytes for o in outs)
+    ((start, end),) = sim.device_intervals
+    assert end - start == pytest.approx((moved_in + moved_out) / 1e6)
+    after = simulated.model_stats()["m"]
+    assert after["bytes_in"] - before.get("bytes_in", 0) == moved_in == 3088
+    assert after["bytes_out"] - before.get("bytes_out", 0) == moved_out > 0
+    assert after["transfer_ms"] - before.get("transfer_ms", 0) == pytest.approx((moved_in + moved_out) / 1e3)
+    assert default_cost().pcie_gbps == simulated.PCIE_GBPS == 16.0
 
 
 def _ticker(stop: threading.Event, ticks: list) -> None:
