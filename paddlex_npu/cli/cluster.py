@@ -337,7 +337,7 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
             max_body_bytes=int(args.max_body_mb * 1024 * 1024),
             max_image_pixels=args.max_image_pixels,
         )
-        url = run_deployment(app, host=args.host, port=args.port, name=args.name)
+        url = run_deployment(app, host=args.host, port=args.port, name=args.name, proxy_location=args.proxy_location)
         replicas = f"autoscaling {json.dumps(args.autoscaling)}" if args.autoscaling else f"{args.replicas or 1}"
         print(f"paddlex-npu ray-serve: {url} ({replicas} replica(s), one NPU each); Ctrl-C stops", flush=True)
         _wait_for_signal()
@@ -353,7 +353,14 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
 def _ray_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
     _common_ray_args(p)
-    p.add_argument("--host", default="127.0.0.1", help="where Serve's HTTP proxy listens (head node)")
+    p.add_argument("--host", default="127.0.0.1", help="where Serve's HTTP proxies listen")
+    p.add_argument(
+        "--proxy-location",
+        choices=("EveryNode", "HeadOnly", "Disabled"),
+        default="EveryNode",
+        help="Serve's HTTP proxies: on every node (default: no request's bytes through one head), the head only, "
+        "or none",
+    )
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--name", default="paddlex-npu", help="the Serve application's name")
     group = p.add_mutually_exclusive_group()

@@ -2,21 +2,27 @@
 
 ::
 
-    paths ─► read (ids) ─► decode: CPU tasks ─► map_batches(PipelineBatch, resources={"NPU": 1}) ─► rows
-                           (images, PDF pages)   one pipeline per actor, on the chip Ray assigned
+    files (any pyarrow FS) ─► read_binary_files ─► decode: CPU tasks ─► map_batches(PipelineBatch, NPU: 1) ─► rows
+                              (Ray lists, reads)    (pixel limits first)  one pipeline per actor, on its chip
 
-- :func:`decode_batch` (CPU tasks) turns files or bytes into BGR arrays as PaddleX reads them (OpenCV for
-  images, PaddleX's own PDF reader for PDF pages), so the NPU actors spend their time on the pipeline;
+- :func:`read_inputs`: Ray's reader lists and reads the files on the nodes (local paths, URIs, or any pyarrow
+  file system); the driver reads none;
+- :func:`decode_batch` (CPU tasks) checks each file's header against ``serve``'s pixel limits, then turns it into
+  BGR arrays as PaddleX reads them (OpenCV for images, PaddleX's own PDF reader for PDF pages);
 - :class:`PipelineBatch` (the callable class for ``Dataset.map_batches``) holds one PaddleX pipeline on the NPU
   route, built once per actor on the NPU Ray assigned to it (:mod:`.devices`), and turns each batch into rows:
   ``id, page, texts, scores, boxes, error, npu, node, pid, seconds, result``. An input that fails is a row with
   ``error`` set, never a lost row;
-- :func:`ocr` is the one call for the common case, returning the (lazy) Ray Dataset of those rows.
+- :func:`ocr` (and :func:`ocr_job`, with its ledger for progress) is the one call for the common case: the plan
+  checked against the cluster (:mod:`.plan`), the settings in every task's ``runtime_env``, the (lazy) Dataset of
+  rows; :func:`write_rows` has Ray's writers write it to a folder on any file system.
 
 Fault tolerance is Ray Data's own (its defaults, :data:`ACTOR_FAULT_TOLERANCE`): NPU actors restart without
 limit (``max_restarts=-1``) and the batches a dead actor held run again (``max_task_retries=-1``); CPU tasks are
 retried (``max_retries=-1``) and the blocks a lost node held are rebuilt from lineage. Each input's row is
-produced by exactly one successful task.
+produced by exactly one successful task. What bounds the retries is the job's :mod:`.ledger`: an input whose
+worker died more than ``input_retries`` times becomes an error row. A lost device (an error of category
+``device_lost``) ends the actor at once: Ray starts it again, fresh, and runs the batch again.
 """
 
 from __future__ import annotations
@@ -280,6 +286,8 @@ class PipelineBatch:
             if not results:
                 raise ValueError("the pipeline gave no result for this input")
         except Exception as exc:
+            if getattr(exc, "category", None) == "device_lost":  # the context is gone: a fresh actor runs the batch
+                os._exit(1)
             return [self._row(item_id, page, error=f"{type(exc).__name__}: {exc}")]
         seconds = (time.perf_counter() - t0) / len(results)
         return [self._row(item_id, page + k, result=r, seconds=seconds) for k, r in enumerate(results)]

@@ -61,8 +61,13 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    head = {**NODE, "resources": {"NPU": 2, **NPU_NODE}, "env_vars": {VISIBLE: CHIPS[0]}, "include_dashboard": False}
+    from tests.serve.conftest import free_ports
+
+    (dashboard,) = free_ports(1)  # the head's dashboard: `serve deploy` talks to it
+    head = {**NODE, "resources": {"NPU": 2, **NPU_NODE}, "env_vars": {VISIBLE: CHIPS[0]}, "include_dashboard": True}
+    head.update(dashboard_host="127.0.0.1", dashboard_port=dashboard)
     c = Cluster(initialize_head=True, head_node_args=head)
+    c.dashboard_url = f"http://127.0.0.1:{dashboard}"
     try:
         add_npu_node(c, CHIPS[1])
         ray.init(address=c.address, log_to_driver=False)

@@ -47,12 +47,14 @@ def _png_bomb(path: Path, side: int) -> Path:
     return path
 
 
-def _pdf_of_huge_page(path: Path) -> Path:
-    """A one-page PDF of 14400 x 14400 points (PDF's largest page), rendered too large at any scale PaddleX uses."""
+def _pdf_of_huge_pages(path: Path, pages: int) -> Path:
+    """A PDF of ``pages`` pages of 14400 x 14400 points (PDF's largest): each renders at the image limit (PaddleX
+    scales a page down to it), together over the limit of one input."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument.new()
-    doc.new_page(14400, 14400)
+    for _ in range(pages):
+        doc.new_page(14400, 14400)
     doc.save(str(path))
     return path
 
@@ -98,7 +100,7 @@ def test_bombs_a_broken_file_and_an_input_that_kills_its_worker_each_get_one_err
     good = [str(p) for p in corpus[:4]]
     bomb = str(_png_bomb(tmp_path / "bomb.png", 20000))  # 400 Mpx: 1.2 GB decoded
     assert os.path.getsize(bomb) < 2 << 20
-    pdf = str(_pdf_of_huge_page(tmp_path / "huge-page.pdf"))
+    pdf = str(_pdf_of_huge_pages(tmp_path / "huge-pages.pdf", 3))
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
     poison = tmp_path / f"{POISON}.png"
@@ -111,7 +113,8 @@ def test_bombs_a_broken_file_and_an_input_that_kills_its_worker_each_get_one_err
     by_id = {r["id"]: r for r in rows}
     assert by_id[bomb]["error"].startswith("ImageTooLargeError: Image pixel count 400000000"), by_id[bomb]
     assert "ray-ocr --max-image-pixels" in by_id[bomb]["error"] and "refused before decoding" in by_id[bomb]["error"]
-    assert "ImageTooLargeError" in by_id[pdf]["error"] and "--max-image-pixels" in by_id[pdf]["error"], by_id[pdf]
+    assert by_id[pdf]["error"].startswith("ImageTooLargeError: the PDF's 3 page(s)"), by_id[pdf]
+    assert "ray-ocr --max-request-pixels" in by_id[pdf]["error"], by_id[pdf]
     assert "not an image OpenCV can decode" in by_id[str(broken)]["error"]
     died = by_id[str(poison)]["error"]
     assert died.startswith("WorkerCrashedError: the pipeline worker died 2 times") and "input_retries=1" in died
