@@ -246,3 +246,18 @@ def test_a_node_removed_mid_job_loses_no_page(cluster, ocr_config, sim_env, corp
             add_npu_node(cluster, CHIPS[1])  # a replacement host, for the tests after this one
             cluster.wait_for_nodes()
     _check(rows, inputs, expected)
+
+
+def test_an_actor_whose_device_is_lost_ends_and_a_fresh_one_finishes_the_job(
+    cluster, ocr_config, sim_env, corpus, expected
+):
+    """The simulated device loses its context at each actor process's 9th device call (and every later one): the
+    actor ends at once, Ray starts it fresh, the batch runs again; every page is answered once, without an error."""
+    from paddlex_npu.ray import ocr
+
+    inputs = [str(p) for p in corpus[:6]]
+    env = {**sim_env, "PADDLEX_NPU_SIM_DEVICE_LOST": "9"}
+    with bounded(300, "the job with lost devices"):
+        rows = ocr(inputs, ocr_config, npus=1, batch_size=1, env=env).take_all()
+    _check(rows, inputs, expected)
+    assert len({r["pid"] for r in rows}) >= 2  # a fresh actor answered after the loss

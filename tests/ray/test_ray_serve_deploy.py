@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,32 @@ def test_serve_deploy_of_the_config_starts_the_app_and_it_answers(deployed, npu_
     assert status == 200 and ans["logId"] == "deployed", ans
     (theirs,) = list(npu_pipeline.predict(str(images["english"])))
     assert ans["result"]["ocrResults"][0]["prunedResult"]["rec_texts"] == list(theirs["rec_texts"])
+
+
+def test_the_replica_s_stage_and_device_series_reach_ray_s_metrics(deployed, images):
+    """Scraped from the nodes' Ray metrics endpoints, as Ray's Prometheus would."""
+    import ray
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert _ocr(deployed, images["english"])[0] == 200
+    ports = [n["MetricsExportPort"] for n in ray.nodes() if n["Alive"]]
+    deadline, found = time.monotonic() + 90, {}
+    while time.monotonic() < deadline and not {"stage", "device"} <= set(found):
+        for port in ports:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                    text = r.read().decode()
+            except OSError:
+                continue
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if sample.name == "ray_paddlex_npu_stage_seconds_count" and sample.value > 0:
+                        found.setdefault("stage", set()).add(sample.labels["stage"])
+                    if sample.name.startswith("ray_paddlex_npu_device_calls") and sample.value > 0:
+                        found.setdefault("device", set()).add(sample.labels["model"])
+        time.sleep(2)
+    assert {"pre", "model", "post", "device"} <= found.get("stage", set()), found
+    assert found.get("device"), found
 
 
 def test_a_replica_whose_device_is_lost_is_replaced_and_service_comes_back(deployed, images):
