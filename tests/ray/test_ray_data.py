@@ -155,19 +155,20 @@ def test_a_bytes_dataset_decoded_in_the_actor(cluster, ocr_config, sim_env, corp
     assert all(r["result"] is None for r in rows)
 
 
-def test_the_ray_ocr_command_writes_parquet(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+def test_the_ray_ocr_command_writes_one_local_parquet_file(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+    """The small-job option: the rows through the driver into one file (three files given by path)."""
     import pyarrow.parquet as pq
 
     pipeline = tmp_path / "ocr.yaml"
     pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
-    out = tmp_path / "out.parquet"
-    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0].parent), str(out)]
-    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--batch-size", "3"]
+    out, inputs = tmp_path / "out.parquet", [str(p) for p in corpus[:3]]
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", *inputs, str(out)]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--batch-size", "2"]
     proc = subprocess.run(cmd, env={**os.environ, **sim_env}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"{len(corpus)} row(s) (0 with an error)" in proc.stdout
+    assert f"{len(inputs)} row(s) (0 with an error) to {out} (parquet)" in proc.stdout
     assert "MapBatches(PipelineBatch)" in proc.stderr  # Ray Data's progress
-    _check(pq.read_table(out).to_pylist(), [str(p) for p in corpus], expected)
+    _check(pq.read_table(out).to_pylist(), inputs, expected)
 
 
 def test_json_lines_hold_the_same_rows(tmp_path):
