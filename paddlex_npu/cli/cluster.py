@@ -245,12 +245,12 @@ def _is_ray_error(exc: BaseException) -> bool:
 
 
 def _common_ray_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--address", help="the Ray cluster (ray start's address, or auto); default: a local Ray")
+    p.add_argument("--address", help="the Ray cluster (ray start's address, or auto) (default: a local Ray)")
     p.add_argument(
         "--connect-timeout",
         type=float,
         default=DEFAULT_CONNECT_TIMEOUT,
-        help="seconds to reach the Ray head before giving up with the reason (default %(default)s)",
+        help="seconds to reach the Ray head before giving up with the reason",
     )
 
 
@@ -272,10 +272,10 @@ def _ray_ocr_args(p: argparse.ArgumentParser) -> None:
         "--decode",
         choices=("tasks", "actor"),
         default="tasks",
-        help="decode images and PDF pages in CPU tasks before the NPU actors (default), or in the actors",
+        help="decode images and PDF pages in CPU tasks before the NPU actors, or in the actors",
     )
-    p.add_argument("--actor-cpus", type=float, default=1.0, help="CPUs each NPU actor reserves (default 1)")
-    p.add_argument("--decode-cpus", type=float, default=1.0, help="CPUs each read or decode task takes (default 1)")
+    p.add_argument("--actor-cpus", type=float, default=1.0, help="CPUs each NPU actor reserves")
+    p.add_argument("--decode-cpus", type=float, default=1.0, help="CPUs each read or decode task takes")
     p.add_argument("--actor-threads", type=positive_int, help="OMP_NUM_THREADS and the like in the NPU actors")
     p.add_argument("--decode-threads", type=positive_int, help="the same in the read and decode tasks")
     p.add_argument(
@@ -301,7 +301,7 @@ def _ray_ocr_args(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="the chip the NPU actors run on: auto (the OM packages' soc_version), a name (e.g. Ascend310P3), or any",
     )
-    p.add_argument("--format", choices=("parquet", "jsonl"), help="default: from OUTPUT's suffix, else parquet")
+    p.add_argument("--format", choices=("parquet", "jsonl"), help="(default: from OUTPUT's suffix, else parquet)")
     p.add_argument("--runtime", choices=RUNTIMES, help="PADDLEX_NPU_RUNTIME of the actors (default: ais_bench)")
     p.add_argument("--no-result-json", action="store_true", help="leave out the `result` column (the whole JSON)")
     p.add_argument("--progress-every", type=float, default=10.0, help="seconds between progress lines (0: none)")
@@ -358,13 +358,12 @@ def _ray_serve_args(p: argparse.ArgumentParser) -> None:
         "--proxy-location",
         choices=("EveryNode", "HeadOnly", "Disabled"),
         default="EveryNode",
-        help="Serve's HTTP proxies: on every node (default: no request's bytes through one head), the head only, "
-        "or none",
+        help="Serve's HTTP proxies: on every node (no request's bytes through one head), the head only, or none",
     )
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--name", default="paddlex-npu", help="the Serve application's name")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--replicas", type=positive_int, help="a fixed number of replicas (default 1)")
+    group.add_argument("--replicas", type=positive_int, help="a fixed number of replicas")
     group.add_argument(
         "--autoscaling",
         type=_json_object,
@@ -386,12 +385,14 @@ COMMANDS = (
         "OCR a corpus on a Ray cluster's NPUs (Ray Data), to Parquet or JSON lines",
         _cmd_ray_ocr,
         _ray_ocr_args,
+        example="paddlex-npu ray-ocr pages/ texts.parquet --address auto",
     ),
     Command(
         "ray-serve",
         "serve a pipeline on a Ray cluster's NPUs (Ray Serve, PaddleX's schema)",
         _cmd_ray_serve,
         _ray_serve_args,
+        example="paddlex-npu ray-serve ocr.yaml --address auto",
     ),
 )
 

@@ -133,11 +133,10 @@ def _decode_one(data: bytes, name: str, limits: Optional[PixelLimits]) -> List[n
     over them), an ``ImageTooLargeError`` naming the limit and its option."""
     limits = limits or PixelLimits()
     if data[:5] == b"%PDF-":  # PaddleX's own PDF rendering, with the settings its image batch sampler uses
-        from paddlex.inference.utils.io.readers import PDFReaderBackend
-        from paddlex.utils.flags import PDF_RENDER_SCALE
+        from ..paddlex.serving import pdf_reader
 
         check_pixels(data, "PDF", None, limits)
-        backend = PDFReaderBackend(zoom=PDF_RENDER_SCALE, max_pixels=limits.max_image_pixels)
+        backend = pdf_reader()
         return [np.ascontiguousarray(page) for page in backend.read_file(backend.load_file(data))]
     import cv2
 
