@@ -136,7 +136,7 @@ def _decode_one(data: bytes, name: str, limits: Optional[PixelLimits]) -> List[n
         from ..paddlex.serving import pdf_reader
 
         check_pixels(data, "PDF", None, limits)
-        backend = pdf_reader()
+        backend = pdf_reader(limits.max_image_pixels)
         return [np.ascontiguousarray(page) for page in backend.read_file(backend.load_file(data))]
     import cv2
 
