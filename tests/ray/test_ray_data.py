@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ray.conftest import CHIP_TYPE, CHIPS, NEEDS_DEVICE_LOST, add_npu_node, bounded
+from tests.ray.conftest import CHIP_TYPE, CHIPS, add_npu_node, bounded
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -249,7 +249,6 @@ def test_a_node_removed_mid_job_loses_no_page(cluster, ocr_config, sim_env, corp
     _check(rows, inputs, expected)
 
 
-@NEEDS_DEVICE_LOST
 def test_an_actor_whose_device_is_lost_ends_and_a_fresh_one_finishes_the_job(
     cluster, ocr_config, sim_env, corpus, expected
 ):

@@ -21,7 +21,6 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 pytest.importorskip("fastapi", reason="serving needs requirements/serving.txt (installed into .venv by setup.sh)")
 
 from tests.helpers import REPO  # noqa: E402
-from tests.ray.conftest import NEEDS_DEVICE_LOST  # noqa: E402
 from tests.ray.test_ray_serve import _ocr  # noqa: E402
 from tests.serve.conftest import free_ports  # noqa: E402
 
@@ -122,7 +121,6 @@ def test_the_replica_s_stage_and_device_series_reach_ray_s_metrics(deployed, ima
     assert found.get("device"), found
 
 
-@NEEDS_DEVICE_LOST
 def test_a_replica_whose_device_is_lost_is_replaced_and_service_comes_back(deployed, images):
     from ray import serve
 
