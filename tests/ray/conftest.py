@@ -21,14 +21,9 @@ pytest.importorskip("ray", reason="the Ray tests need requirements/ray.txt (inst
 pytest.importorskip("ray.data", reason="the Ray tests need ray[data,serve] (requirements/ray.txt)")
 os.environ.setdefault("RAY_DEDUP_LOGS", "1")
 
-from paddlex_npu import envs  # noqa: E402
 from tests.paddlex.conftest import npu_pipeline  # noqa: E402, F401  (the in-process reference)
 
 VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
-NEEDS_DEVICE_LOST = pytest.mark.skipif(
-    not hasattr(envs, "SIM_DEVICE_LOST"),
-    reason="needs the simulated device's device-lost fault (PADDLEX_NPU_SIM_DEVICE_LOST)",
-)
 # 3 CPUs (logical) per node: 2 for its NPU actors (actor_cpus=1), 1 left for CPU tasks. The one left matters: after
 # a node is lost, the blocks it held are rebuilt by CPU tasks, and with every CPU held by NPU actors waiting for
 # those blocks the job would wait for ever.
