@@ -6,7 +6,7 @@ renders ``--pages`` pages, records the simulated device's outputs once (a warm-u
 - the executor (:class:`paddlex_npu.executor.ParallelExecutor`, npu:0,1, one worker each);
 - :func:`paddlex_npu.ray.ocr` with 2 NPU actors, decoding in CPU tasks before the actors (``decode="tasks"``)
   and in the actors (``decode="actor"``);
-- ``paddlex-npu ray-ocr`` as a user starts it: the time from the command's start to its first result.
+- ``paddlex-npu ray-ocr`` as a user starts it: the time of the whole command (its summary line).
 
 For each: pages/s end to end (Ray: including the actors' start, which loads the pipeline), pages/s in steady
 state (after the first quarter of the pages), the pipeline's own seconds per page inside the workers, and the

@@ -16,7 +16,7 @@ OPTIONAL = {
     "uvicorn": ("uvicorn", "serving"),
     "fastapi": ("fastapi", "serving"),
     "pytriton": ("nvidia-pytriton", "triton"),
-    "ray": ("'ray[data,serve]'", "ray"),
+    "ray": ("'ray[data,serve]>=2.56'", "ray"),
     "sympy": ("sympy", "convert"),  # solving output dims (run/shape_solver.py)
 }
 

@@ -11,7 +11,7 @@ wrapped, ``serving_utils.MAX_IMAGE_PIXELS`` set) and the bounded fetchers of URL
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .record import PatchRecord
 
@@ -96,13 +96,14 @@ def pdf_page_pixels(raw: bytes, max_pages: Any, max_pixels: int) -> List[Tuple[i
     return out
 
 
-def pdf_reader() -> Any:
-    """PaddleX's PDF reader with the settings its image batch sampler uses."""
+def pdf_reader(max_pixels: Optional[int] = None) -> Any:
+    """PaddleX's PDF reader with the settings its image batch sampler uses (pages scaled down to ``max_pixels``,
+    PaddleX's own default when None)."""
     from paddlex.inference.utils.io.readers import PDFReaderBackend
     from paddlex.inference.utils.pdf_rendering import DEFAULT_MAX_IMAGE_PIXELS
     from paddlex.utils.flags import PDF_RENDER_SCALE
 
-    return PDFReaderBackend(zoom=PDF_RENDER_SCALE, max_pixels=DEFAULT_MAX_IMAGE_PIXELS)
+    return PDFReaderBackend(zoom=PDF_RENDER_SCALE, max_pixels=max_pixels or DEFAULT_MAX_IMAGE_PIXELS)
 
 
 # ---- the command lines ----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""paddlex-npu on a Ray cluster (the ``ray`` extra: ``pip install 'paddlex-npu[ray]'``): batch OCR over a corpus
+"""paddlex-npu on a Ray cluster (the ``ray`` extra): batch OCR over a corpus
 on Ray Data (:func:`ocr`, :class:`PipelineBatch`, :func:`decode_batch`, in :mod:`.batch`) and a Ray Serve
 deployment answering PaddleX's serving schema (:func:`deployment`, :func:`run_deployment`, in :mod:`.serving`). Each
 pipeline runs in an actor holding one NPU (``resources={"NPU": 1}``), on the chip Ray assigned to it
@@ -13,8 +13,11 @@ _EXPORTS = {
     "ACTOR_FAULT_TOLERANCE": "batch",
     "PipelineBatch": "batch",
     "decode_batch": "batch",
-    "input_paths": "batch",
+    "OcrOptions": "batch",
     "ocr": "batch",
+    "ocr_job": "batch",
+    "write_rows": "batch",
+    "check_plan": "plan",
     "read_inputs": "batch",
     "assigned_device_id": "devices",
     "logical_id": "devices",

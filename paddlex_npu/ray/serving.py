@@ -13,12 +13,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
+import ray
+from pydantic import BaseModel, ConfigDict
 from ray import serve
 
 from ..errors import ConfigError
 from .devices import assigned_device_id, require_npus
+from .metrics import instrument
 
 DEFAULT_NAME = "paddlex-npu"
+MIN_RAY = (2, 56)  # Serve's ingress without an app (the app built in each replica): Ray 2.56
+PROXY_LOCATIONS = ("EveryNode", "HeadOnly", "Disabled")
+HEALTH_CHECK_PERIOD_S = 5.0
+
+if tuple(int(p) for p in ray.__version__.split(".")[:2]) < MIN_RAY:
+    raise ImportError(
+        f"paddlex_npu.ray.serving needs Ray {'.'.join(map(str, MIN_RAY))} or newer (this is Ray {ray.__version__}): "
+        "pip install 'ray[data,serve]>=2.56'"
+    )
 
 
 class ReplicaPool:
@@ -62,9 +74,35 @@ class ReplicaPool:
         self._thread.shutdown(wait=wait, cancel_futures=not wait)
 
 
+class WatchedPool:
+    """The replica's pool as the app sees it, watched: an answer whose failure is a lost device marks the replica
+    broken, so that :meth:`PipelineReplica.check_health` fails and Serve replaces the replica (the answer itself
+    goes out first)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self.broken: Optional[str] = None
+
+    def submit(self, *args: Any, **kwargs: Any) -> Future:
+        future = self.pool.submit(*args, **kwargs)
+        future.add_done_callback(self._seen)
+        return future
+
+    def _seen(self, future: Future) -> None:
+        if future.cancelled() or future.exception() is not None:
+            return
+        failure = getattr(getattr(future.result(), "done", None), "payload", None)
+        if getattr(failure, "device_lost", False):
+            self.broken = f"{failure.type}: {failure.message}"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pool, name)
+
+
 @serve.ingress()
 class PipelineReplica:
-    """One Serve replica: the pipeline of ``config`` on the replica's NPU, behind ``paddlex-npu serve``'s app."""
+    """One Serve replica: the pipeline of ``config`` on the replica's NPU, behind ``paddlex-npu serve``'s app;
+    unhealthy (Serve replaces it) once its device path is lost."""
 
     def __init__(
         self,
@@ -89,7 +127,13 @@ class PipelineReplica:
         self.options = options
         self.config = config
         self.device_id = assigned_device_id()
-        self.pool = ReplicaPool(pipeline_on_device(config, self.device_id, runtime), self.device_id)
+        pipeline = instrument(pipeline_on_device(config, self.device_id, runtime), self.device_id)
+        self.pool = WatchedPool(ReplicaPool(pipeline, self.device_id))
+
+    def check_health(self) -> None:
+        """Serve's health check (every ``health_check_period_s``): fails once the device path is lost."""
+        if self.pool.broken:
+            raise RuntimeError(f"the replica's device path is lost ({self.pool.broken}): Serve replaces it")
 
     def __serve_build_asgi_app__(self) -> Any:
         from ..serve.app import create_app
@@ -112,13 +156,15 @@ def deployment(
     max_image_pixels: Optional[int] = None,
     urls: Any = None,
     tokens: Any = None,
+    health_check_period_s: float = HEALTH_CHECK_PERIOD_S,
 ) -> Any:
     """The Serve application (``Deployment.bind()``) of a PaddleX pipeline YAML or config dict, one NPU per
     replica. ``num_replicas`` (default 1) or ``autoscaling_config`` (Serve's, passed through as given, e.g.
     ``{"min_replicas": 1, "max_replicas": 8, "target_ongoing_requests": 2}``); ``ray_actor_options`` are added
     to ``{"resources": {"NPU": 1}, "num_cpus": 1}``. ``runtime``/``env``: as for :func:`paddlex_npu.ray.ocr`.
     ``urls`` (:class:`~..serve.fetch.UrlPolicy`; default: URL inputs refused) and ``tokens``
-    (:class:`~..serve.auth.AccessTokens`; default: none needed): as ``paddlex-npu serve``'s."""
+    (:class:`~..serve.auth.AccessTokens`; default: none needed): as ``paddlex-npu serve``'s.
+    ``health_check_period_s``: how often Serve asks a replica whether its device path still works."""
     from ..paddlex.pipelines import load_config
 
     config = load_config(pipeline)
@@ -131,6 +177,7 @@ def deployment(
         "name": name,
         "ray_actor_options": actor_options,
         "max_ongoing_requests": max_ongoing_requests,
+        "health_check_period_s": health_check_period_s,
     }
     if autoscaling_config is not None:
         options["autoscaling_config"] = autoscaling_config
@@ -142,18 +189,53 @@ def deployment(
     )
 
 
+class AppArgs(BaseModel):
+    """The arguments of :func:`app_builder` (``serve run ... pipeline=...``, or ``args:`` of a Serve config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pipeline: str
+    runtime: Optional[str] = None
+    env: Optional[Dict[str, str]] = None
+    num_replicas: Optional[int] = None
+    autoscaling_config: Optional[Dict[str, Any]] = None
+    max_ongoing_requests: int = 4
+    max_body_bytes: Optional[int] = None
+    max_image_pixels: Optional[int] = None
+    health_check_period_s: float = HEALTH_CHECK_PERIOD_S
+
+
+def app_builder(args: Dict[str, Any]) -> Any:
+    """Serve's one-argument application builder: ``serve run paddlex_npu.ray.serving:app_builder
+    pipeline=/models/ocr.yaml``, or ``import_path: paddlex_npu.ray.serving:app_builder`` with ``args:`` (the
+    fields of :class:`AppArgs`) in a Serve config file (``serve deploy``, KubeRay's ``serveConfigV2``). The pipeline
+    YAML is read where Serve builds the app (on the cluster)."""
+    from pydantic import ValidationError
+
+    try:
+        parsed = AppArgs.model_validate(dict(args))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'args'}: {e['msg']}" for e in exc.errors())
+        fields = ", ".join(AppArgs.model_fields)
+        raise ConfigError(f"paddlex_npu.ray.serving:app_builder args: {problems} (its fields: {fields})") from None
+    return deployment(parsed.pipeline, **parsed.model_dump(exclude={"pipeline"}))
+
+
 def run_deployment(
     app: Any,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
     name: str = DEFAULT_NAME,
-    proxy_location: str = "HeadOnly",
+    proxy_location: str = "EveryNode",
     tls: Optional[Tuple[str, str]] = None,
 ) -> str:
-    """Start Serve's HTTP proxy on ``host:port`` (on the head node only, by default) and run ``app`` at ``/``;
-    returns the URL once every replica has built its pipeline. ``tls``: (certificate, key) PEM files: the proxy
-    serves HTTPS (Serve's ``ssl_certfile``/``ssl_keyfile``)."""
+    """Start Serve's HTTP proxies on ``host:port`` (one on every node by default, so no request's bytes go through
+    one head; ``HeadOnly``, or ``Disabled``) and run ``app`` at ``/``; returns the URL once every replica has built
+    its pipeline. ``tls``: (certificate, key) PEM files: the proxies serve HTTPS (Serve's
+    ``ssl_certfile``/``ssl_keyfile``)."""
+    if proxy_location not in PROXY_LOCATIONS:
+        raise ConfigError(f"proxy_location={proxy_location!r}: give one of {', '.join(PROXY_LOCATIONS)}")
     require_npus(1, "the Serve application (one NPU per replica)")
     http_options: Dict[str, Any] = {"host": host, "port": port}
     if tls:

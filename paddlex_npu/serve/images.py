@@ -30,8 +30,8 @@ DEFAULT_MAX_DECODES = 2
 class PixelLimits:
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
     max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
-    image_option: str = "--max-image-pixels"
-    request_option: str = "--max-request-pixels"
+    image_option: str = "the server's --max-image-pixels"
+    request_option: str = "the server's --max-request-pixels"
 
     def __post_init__(self) -> None:
         for name in ("max_image_pixels", "max_request_pixels"):
@@ -84,7 +84,7 @@ def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits
             pages = _pdf_pixels(raw, max_num_imgs, limits)
         except Exception as exc:
             if type(exc).__name__ == "ImageTooLargeError":
-                raise _too_large(f"{exc} (the server's {limits.image_option})") from None
+                raise _too_large(f"{exc} ({limits.image_option})") from None
             return  # not a readable PDF: PaddleX's own error
         what = "PDF"
     else:
@@ -98,7 +98,7 @@ def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits
             page = f"Page {i + 1}: " if len(pages) > 1 or file_type == "PDF" else ""
             raise _too_large(
                 f"{page}Image pixel count {pixels} (width={w}, height={h}) exceeds maximum allowed "
-                f"{limits.max_image_pixels} (the server's {limits.image_option}); it was refused before decoding",
+                f"{limits.max_image_pixels} ({limits.image_option}); it was refused before decoding",
                 width=w,
                 height=h,
                 pixel_count=pixels,
@@ -109,7 +109,7 @@ def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits
         raise _too_large(
             f"the {what}'s {len(pages)} page(s) or frame(s) come to {total} pixels, over the "
             f"{limits.max_request_pixels}"
-            f" pixels one request may decode (the server's {limits.request_option}); send fewer pages",
+            f" pixels one request may decode ({limits.request_option}); send fewer pages",
             pixel_count=total,
             max_pixels=limits.max_request_pixels,
         )

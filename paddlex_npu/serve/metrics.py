@@ -354,8 +354,12 @@ def instrument_worker(pipeline: Any, device_id: int) -> Any:
     and time each ``pipeline.predict`` by stage and every device call. Outside a server (no multiprocess
     folder) the pipeline is returned untouched."""
     m = _metrics()
-    if m is None:
-        return pipeline
+    return pipeline if m is None else instrument_with(pipeline, m, device_id)
+
+
+def instrument_with(pipeline: Any, m: Any, device_id: int) -> Any:
+    """:func:`instrument_worker` into the metric families ``m`` (:class:`_Metrics`, or another sink with the same
+    families and ``labels``, such as Ray's metrics in a Serve replica)."""
     from ..paddlex.stages import instrument
 
     device = str(device_id)

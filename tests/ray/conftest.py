@@ -29,6 +29,9 @@ VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
 # those blocks the job would wait for ever.
 NODE = {"num_cpus": 3, "object_store_memory": 256 * 1024 * 1024}
 CHIPS = ("0,1", "2,3")  # the NPUs of the head and of the second node
+# The chip type each node carries, as Ray names an Ascend node's (acl.get_soc_name(): resource accelerator_type:X).
+CHIP_TYPE = "Ascend310P3"
+NPU_NODE = {"accelerator_type:" + CHIP_TYPE: 1}
 
 
 @contextlib.contextmanager
@@ -49,7 +52,8 @@ def bounded(seconds: float, what: str) -> Iterator[None]:
 
 
 def add_npu_node(cluster, chips: str):
-    return cluster.add_node(**NODE, resources={"NPU": len(chips.split(","))}, env_vars={VISIBLE: chips})
+    resources = {"NPU": len(chips.split(",")), **NPU_NODE}
+    return cluster.add_node(**NODE, resources=resources, env_vars={VISIBLE: chips})
 
 
 @pytest.fixture(scope="session")
@@ -57,8 +61,13 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    head = {**NODE, "resources": {"NPU": 2}, "env_vars": {VISIBLE: CHIPS[0]}, "include_dashboard": False}
+    from tests.serve.conftest import free_ports
+
+    (dashboard,) = free_ports(1)  # the head's dashboard: `serve deploy` talks to it
+    head = {**NODE, "resources": {"NPU": 2, **NPU_NODE}, "env_vars": {VISIBLE: CHIPS[0]}, "include_dashboard": True}
+    head.update(dashboard_host="127.0.0.1", dashboard_port=dashboard)
     c = Cluster(initialize_head=True, head_node_args=head)
+    c.dashboard_url = f"http://127.0.0.1:{dashboard}"
     try:
         add_npu_node(c, CHIPS[1])
         ray.init(address=c.address, log_to_driver=False)

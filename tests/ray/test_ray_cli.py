@@ -32,3 +32,19 @@ def test_help_without_rst_markup(command):
 def test_bad_arguments_are_named(args, says):
     out = _cli(*args)
     assert out.returncode == 2 and says in out.stderr, out.stderr
+
+
+def test_an_unreachable_head_fails_within_the_timeout_with_the_fix():
+    """A head that does not answer (a closed port here) is named with the fix, at once, not retried for ever."""
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    out = _cli("ray-ocr", "in", "out", "--address", f"127.0.0.1:{port}", "--connect-timeout", "5")
+    assert out.returncode == 1 and time.monotonic() - t0 < 60, out.stderr[-2000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert f"cannot reach the Ray head at 127.0.0.1:{port} (from --address 127.0.0.1:{port}) within 5 s" in last
+    assert "ray start --head --node-ip-address" in last and "give --address HOST:PORT" in last, last

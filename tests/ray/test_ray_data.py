@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.ray.conftest import CHIPS, add_npu_node, bounded
+from tests.ray.conftest import CHIP_TYPE, CHIPS, add_npu_node, bounded
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -34,14 +38,60 @@ def test_ray_data_restarts_npu_actors_and_retries_their_batches_by_default():
     assert {k: applied[k] for k in ACTOR_FAULT_TOLERANCE} == ACTOR_FAULT_TOLERANCE
 
 
-def test_too_few_npus_or_a_missing_pipeline_fail_at_once(cluster, tmp_path):
+def test_too_few_npus_a_missing_pipeline_or_input_fail_at_once(cluster, tmp_path):
     from paddlex_npu.errors import ConfigError
     from paddlex_npu.ray import ocr
 
-    with pytest.raises(ConfigError, match=r"ocr\(npus=5\) needs 5 NPU\(s\), and the Ray cluster declares 4"):
+    (tmp_path / "a.png").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"ocr\(npus=5\) needs 5 NPU actor\(s\).* can hold 4 \(it declares 4 NPU"):
         ocr([str(tmp_path)], "OCR", npus=5)
     with pytest.raises(ConfigError, match="pipeline config .*missing.yaml does not exist"):
         ocr([str(tmp_path)], str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match="cannot read the inputs .*missing.png: FileNotFoundError"):
+        ocr([str(tmp_path / "missing.png")], "OCR", npus=1)
+
+
+def test_a_plan_without_a_cpu_for_the_decode_tasks_fails_within_seconds_naming_it(cluster, ocr_config, tmp_path):
+    """The NPU actors holding every CPU (3 per node here) would leave the read and decode tasks waiting for ever."""
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(tmp_path), str(tmp_path / "out")]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--actor-cpus", "3"]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 1 and took < 30, (took, proc.stderr[-2000:])
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "leave no node with the 1 CPU a read or decode task needs" in last, last
+    assert "lower --actor-cpus or --decode-cpus" in last and "3 CPU, 2 NPU, chip Ascend310P3" in last, last
+
+
+def _packages_for(chip: str, config: dict, folder: Path) -> dict:
+    """The pipeline's packages again, their manifests saying they were built for ``chip``."""
+    config = json.loads(json.dumps(config))
+    for holder in (config["SubModules"][k] for k in ("TextDetection", "TextRecognition")):
+        src = Path(holder["model_dir"])
+        dst = folder / chip / src.name
+        dst.mkdir(parents=True)
+        for f in src.iterdir():
+            shutil.copy(f, dst / f.name)
+        manifest = json.loads((src / "inference.om.json").read_text(encoding="utf-8"))
+        (dst / "inference.om.json").write_text(json.dumps({**manifest, "soc_version": chip}), encoding="utf-8")
+        holder["model_dir"] = str(dst)
+    return config
+
+
+def test_work_is_pinned_to_the_packages_chip(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.ray import ocr
+
+    other = _packages_for("Ascend910B3", ocr_config, tmp_path)
+    with pytest.raises(ConfigError, match="built for Ascend910B3 .* no node of the cluster has that chip"):
+        ocr([str(corpus[0])], other, npus=1, env=sim_env)
+    ours = _packages_for(CHIP_TYPE, ocr_config, tmp_path)
+    ds = ocr([str(corpus[0])], ours, npus=1, env=sim_env)
+    with bounded(300, "the job"):
+        _check(ds.take_all(), [str(corpus[0])], expected)
 
 
 def test_an_actor_that_cannot_build_its_pipeline_fails_the_command_with_the_reason(cluster, corpus, tmp_path):
@@ -75,19 +125,17 @@ def test_texts_equal_the_in_process_pipeline_and_failing_inputs_keep_their_row(
 
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
-    missing = tmp_path / "missing.png"
     pdf = tmp_path / "two-pages.pdf"  # decoded in the CPU tasks with PaddleX's own PDF rendering
     first, *rest = [Image.open(p).convert("RGB") for p in corpus[6:8]]
     first.save(pdf, save_all=True, append_images=rest)
     good = [str(p) for p in corpus[:6]]
-    inputs = good + [str(missing), str(pdf), str(broken)]
+    inputs = good + [str(pdf), str(broken)]
     with bounded(300, "the job"):
         rows = ocr(inputs, ocr_config, npus=2, batch_size=2, env=sim_env).take_all()
     assert sorted((r["id"], r["page"]) for r in rows) == sorted([(p, 0) for p in inputs] + [(str(pdf), 1)])
     pages = sorted((r for r in rows if r["id"] == str(pdf)), key=lambda r: r["page"])
     assert [r["texts"] for r in pages] == [list(r["rec_texts"]) for r in npu_pipeline.predict(str(pdf))]
     by_id = {r["id"]: r for r in rows}
-    assert by_id[str(missing)]["error"].startswith("FileNotFoundError") and not by_id[str(missing)]["texts"]
     assert "not an image OpenCV can decode" in by_id[str(broken)]["error"]
     _check([by_id[p] for p in good], good, expected)
     assert {by_id[p]["npu"] for p in good} <= {"0", "1", "2", "3"}  # the chips Ray assigned
@@ -107,19 +155,20 @@ def test_a_bytes_dataset_decoded_in_the_actor(cluster, ocr_config, sim_env, corp
     assert all(r["result"] is None for r in rows)
 
 
-def test_the_ray_ocr_command_writes_parquet(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+def test_the_ray_ocr_command_writes_one_local_parquet_file(cluster, ocr_config, sim_env, corpus, expected, tmp_path):
+    """The small-job option: the rows through the driver into one file (three files given by path)."""
     import pyarrow.parquet as pq
 
     pipeline = tmp_path / "ocr.yaml"
     pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
-    out = tmp_path / "out.parquet"
-    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0].parent), str(out)]
-    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--batch-size", "3"]
+    out, inputs = tmp_path / "out.parquet", [str(p) for p in corpus[:3]]
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", *inputs, str(out)]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--batch-size", "2"]
     proc = subprocess.run(cmd, env={**os.environ, **sim_env}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"{len(corpus)} row(s) (0 with an error)" in proc.stdout and "first result after" in proc.stderr
+    assert f"{len(inputs)} row(s) (0 with an error) to {out} (parquet)" in proc.stdout
     assert "MapBatches(PipelineBatch)" in proc.stderr  # Ray Data's progress
-    _check(pq.read_table(out).to_pylist(), [str(p) for p in corpus], expected)
+    _check(pq.read_table(out).to_pylist(), inputs, expected)
 
 
 def test_json_lines_hold_the_same_rows(tmp_path):
@@ -144,6 +193,23 @@ def test_the_ray_ocr_command_names_a_bad_output(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert "cannot tell the format of" in proc.stderr and "name it .parquet or .jsonl" in proc.stderr
+
+
+def test_the_ray_ocr_command_fills_a_folder_with_ray_writers_and_shows_progress(
+    cluster, ocr_config, sim_env, corpus, expected, tmp_path
+):
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(ocr_config), encoding="utf-8")
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-ocr", str(corpus[0].parent), str(out), "--format", "jsonl"]
+    cmd += ["--address", cluster.address, "--pipeline", str(pipeline), "--npus", "2", "--progress-every", "1"]
+    cmd += ["--actor-threads", "1", "--decode-threads", "1"]
+    proc = subprocess.run(cmd, env={**os.environ, **sim_env}, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{len(corpus)} row(s) (0 with an error) to {out} (jsonl files, written by Ray)" in proc.stdout
+    assert re.search(r"ray-ocr: \d+ row\(s\) done \(0 with an error\), [\d.]+ rows/s", proc.stderr), proc.stderr
+    rows = [json.loads(line) for f in sorted(out.iterdir()) for line in f.read_text(encoding="utf-8").splitlines()]
+    _check(rows, [str(p) for p in corpus], expected)
 
 
 def test_a_killed_npu_actor_is_restarted_and_no_page_is_lost_or_repeated(
@@ -181,3 +247,18 @@ def test_a_node_removed_mid_job_loses_no_page(cluster, ocr_config, sim_env, corp
             add_npu_node(cluster, CHIPS[1])  # a replacement host, for the tests after this one
             cluster.wait_for_nodes()
     _check(rows, inputs, expected)
+
+
+def test_an_actor_whose_device_is_lost_ends_and_a_fresh_one_finishes_the_job(
+    cluster, ocr_config, sim_env, corpus, expected
+):
+    """The simulated device loses its context at each actor process's 9th device call (and every later one): the
+    actor ends at once, Ray starts it fresh, the batch runs again; every page is answered once, without an error."""
+    from paddlex_npu.ray import ocr
+
+    inputs = [str(p) for p in corpus[:6]]
+    env = {**sim_env, "PADDLEX_NPU_SIM_DEVICE_LOST": "9"}
+    with bounded(300, "the job with lost devices"):
+        rows = ocr(inputs, ocr_config, npus=1, batch_size=1, env=env).take_all()
+    _check(rows, inputs, expected)
+    assert len({r["pid"] for r in rows}) >= 2  # a fresh actor answered after the loss

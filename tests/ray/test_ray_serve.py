@@ -56,7 +56,18 @@ def server(cluster, ocr_config, sim_env, tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     log = folder / "ray-serve.log"
     cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-serve", str(pipeline), "--address", cluster.address]
-    cmd += ["--port", str(port), "--name", NAME, "--autoscaling", json.dumps(AUTOSCALING), "--max-body-mb", "4"]
+    cmd += [
+        "--port",
+        str(port),
+        "--proxy-location",
+        "HeadOnly",
+        "--name",
+        NAME,
+        "--autoscaling",
+        json.dumps(AUTOSCALING),
+        "--max-body-mb",
+        "4",
+    ]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env={**os.environ, **sim_env}, stdout=out, stderr=subprocess.STDOUT)
     why = wait_until(lambda: _health(url), proc, 300, log)
