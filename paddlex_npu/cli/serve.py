@@ -22,13 +22,13 @@ def run_serve(args: argparse.Namespace) -> int:
     from ..serve.route import parse_devices
 
     try:
+        configure_logging(args.log_level, args.log_format)  # first: load_config may import PaddleX, which logs
         check_port(args.host, args.port)  # before anything loads: a port in use fails in a second, not after loading
         for module in ("fastapi", "uvicorn"):  # PaddleX's serving app: its `serving` extra, not installed by default
             require(module, "paddlex-npu serve")
         options = _serve_options(args, tuple(parse_devices(args.device)))
         config = load_config(args.pipeline)
         check_route_config(config, str(args.pipeline))
-        configure_logging(args.log_level, args.log_format)
         start = time.monotonic()
         workers = options.workers * len(options.devices)
         print(
