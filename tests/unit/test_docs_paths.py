@@ -13,7 +13,7 @@ PATH = re.compile(r"(?<![\w/.~$<>-])((?:{})/[\w.*/-]*[\w*/])".format("|".join(TO
 
 
 # paths a script writes and the integrator commits later: {path: why it may be missing now}
-WRITTEN_LATER = {"tests/data/ort-output-shapes/": "filled by scripts/ort-sweep-data.sh (the ORT sweep's data)"}
+WRITTEN_LATER: dict = {}  # path -> why a docs path may be missing from a checkout (none today)
 
 
 def named_paths(text: str) -> list:
