@@ -1,0 +1,173 @@
+"""The values the gear policy feeds the model and gives back (run/gears.py): padded elements, cut lengths, the
+gear chosen where list order would choose another, and the load-time task rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from paddlex_npu.errors import ConfigError
+from paddlex_npu.om.manifest import OMManifest, parse
+from paddlex_npu.run.gears import (
+    DEFAULT,
+    check_task_rules,
+    choose_gear,
+    cut_back,
+    cut_length,
+    pad_to,
+    policy_for,
+    resize_axis,
+    run_with_gears,
+)
+
+DET = policy_for("TextDetRunnerPredictor")
+REC = policy_for("TextRecRunnerPredictor")
+
+
+def m(**kw) -> OMManifest:
+    return parse(kw, "test")
+
+
+REC_GEARS = m(mode="dymdims", inputs=[{"name": "x", "shape": [-1, 3, 48, -1]}], gears=[[1, 320], [4, 640]])
+
+
+def test_rec_pads_the_width_with_pad_value_and_the_batch_with_the_last_row():
+    x = np.random.rand(3, 3, 48, 300).astype(np.float32)
+    seen = []
+
+    def infer(feeds):
+        seen.append(feeds[0].copy())
+        return [feeds[0][:, 0, 0, ::8, None]]  # [N, W/8, 1]
+
+    (out,) = run_with_gears(REC_GEARS, [x], REC, infer, pad_value=-1.5)
+    (fed,) = seen
+    assert fed.shape == (4, 3, 48, 640) and fed.dtype == np.float32
+    np.testing.assert_array_equal(fed[:3, :, :, :300], x)
+    assert (fed[:, :, :, 300:] == -1.5).all()  # the padded columns hold pad_value, nothing else (not NaN)
+    np.testing.assert_array_equal(fed[3, :, :, :300], x[2])  # the padded row repeats the last real one
+    assert out.shape == (3, 37, 1)  # 300 wide: (300 + 4 - 1) // 8 = 37 steps of the 80
+    np.testing.assert_array_equal(out[:, :, 0], x[:, 0, 0, :296:8])
+
+
+def test_pad_to_constant_edge_and_no_padding():
+    a = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)
+    same = pad_to(a, [1, 1, 2, 3], 9.0, (0, 2, 3))
+    assert same is a
+    const = pad_to(a, [2, 1, 3, 4], 9.0, (0, 2, 3))
+    np.testing.assert_array_equal(const[0], [[[0, 1, 2, 9], [3, 4, 5, 9], [9, 9, 9, 9]]])
+    np.testing.assert_array_equal(const[1], const[0])  # batch rows repeat, never pad_value
+    edge = pad_to(a, [1, 1, 3, 4], 9.0, (0, 2, 3), mode="edge")
+    np.testing.assert_array_equal(edge[0], [[[0, 1, 2, 2], [3, 4, 5, 5], [3, 4, 5, 5]]])
+    ints = pad_to(np.ones((1, 2), np.int64), [1, 4], 7, (0, 1))
+    assert ints.dtype == np.int64 and ints.tolist() == [[1, 1, 7, 7]]
+    # a batch of 1 asked for 3 rows, with batch not paddable: only the other dims pad
+    assert pad_to(np.ones((1, 2), np.float32), [3, 2], 0.0, ()).shape == (1, 2)
+
+
+def test_cut_length_stride_one_whole_stride_and_in_proportion():
+    assert cut_length(320, 320, 100) == 100  # stride 1: the real length
+    assert cut_length(40, 320, 317) == 40 and cut_length(40, 320, 325) == 41 and cut_length(40, 320, 316) == 39
+    assert cut_length(80, 640, 1) == 1  # never below 1
+    # no whole stride (320 / 50 = 6.4): in proportion, rounded
+    assert cut_length(50, 320, 100) == 16  # 15.625
+    assert cut_length(50, 320, 90) == 14  # 14.06
+    assert cut_length(50, 320, 1) == 1  # 0.16 -> at least 1
+    assert cut_length(0, 320, 100) == 1  # an empty output stays at least 1 long
+
+
+def test_cut_back_takes_the_solved_output_dims_over_the_stride_rule():
+    out = np.arange(4 * 80 * 2, dtype=np.float32).reshape(4, 80, 2)
+    asked = []
+
+    def output_dims(index, shapes):
+        asked.append((index, shapes))
+        return [shapes[0][0], 33, 2]  # what the graph says for these inputs (the stride rule would give 37)
+
+    (cut,) = cut_back([out], [[3, 3, 48, 300]], [[4, 3, 48, 640]], REC, output_dims)
+    assert asked == [(0, [[3, 3, 48, 300]])]
+    assert cut.shape == (3, 33, 2) and cut.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(cut, out[:3, :33])
+    (plain,) = cut_back([out], [[3, 3, 48, 300]], [[4, 3, 48, 640]], REC, lambda i, s: None)
+    assert plain.shape == (3, 37, 2)  # no dims solved: the stride rule (300 + 3) // 8
+    (short,) = cut_back([out], [[3, 3, 48, 300]], [[4, 3, 48, 640]], REC, lambda i, s: [3])
+    assert short.shape == (3, 37, 2)  # dims without that axis: the stride rule too
+
+
+def test_choose_gear_takes_the_fewest_padded_elements_not_the_first_listed():
+    hw = m(mode="dymhw", inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=[[640, 640], [320, 960], [320, 640]])
+    assert choose_gear(hw, [[1, 3, 300, 600]], DET) == [[1, 3, 320, 640]]
+    assert choose_gear(hw, [[1, 3, 300, 700]], DET) == [[1, 3, 320, 960]]  # 307,200 < 409,600 elements
+    assert choose_gear(hw, [[1, 3, 400, 600]], DET) == [[1, 3, 640, 640]]
+    batch = m(mode="dymbatch", inputs=[{"name": "x", "shape": [-1, 8]}], gears=[[8], [2], [4]])
+    assert choose_gear(batch, [[3, 8]], DEFAULT) == [[4, 8]]
+    assert choose_gear(batch, [[2, 8]], DEFAULT) == [[2, 8]]
+
+
+def test_a_model_with_two_batch_outputs_that_is_no_detector_keeps_both_whole():
+    """Only a detection model's second output is a box count; any other model's outputs are cut by batch."""
+    man = m(mode="dymbatch", inputs=[{"name": "x", "shape": [-1, 4]}], gears=[[1], [4]])
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+    def infer(feeds):
+        f = feeds[0]
+        return [f * 2, f.sum(axis=1).astype(np.int32)]
+
+    a, b = run_with_gears(man, [x], DEFAULT, infer)
+    np.testing.assert_array_equal(a, x * 2)
+    assert b.tolist() == [6, 22, 38]
+    one = run_with_gears(man, [x[:1]], DEFAULT, infer)  # the exact gear: nothing cut
+    assert [o.shape for o in one] == [(1, 4), (1,)]
+
+
+def test_detection_keeps_every_box_when_the_batch_is_exact():
+    det = policy_for("DetRunnerPredictor")
+    boxes, num = np.ones((5, 6), np.float32), np.array([2, 3], np.int32)
+    kept = cut_back([boxes, num], [[2, 3, 64, 64]], [[2, 3, 64, 64]], det)
+    assert kept[0].shape == (5, 6) and kept[1].tolist() == [2, 3]
+    kept = cut_back([boxes, num, np.zeros((5, 8, 8))], [[1, 3, 64, 64]], [[2, 3, 64, 64]], det)
+    assert kept[0].shape == (2, 6) and kept[1].tolist() == [2] and kept[2].shape == (2, 8, 8)
+
+
+def _det_gears(mode, *gears):
+    if mode == "static":
+        return m(mode="static", inputs=[{"name": "x", "shape": [1, 3, *gears[0]]}])
+    return m(mode=mode, inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=[list(g) for g in gears])
+
+
+def test_check_task_rules_refuses_text_detection_gears_off_32_multiples():
+    check_task_rules(_det_gears("dymhw", (320, 320), (640, 960)), DET, "det")
+    check_task_rules(_det_gears("static", (640, 640)), DET, "det")
+    with pytest.raises(ConfigError, match=r"det: the dymhw gear x:1,3,640,970 has W=970, not a multiple of 32"):
+        check_task_rules(_det_gears("dymhw", (320, 320), (640, 970)), DET, "det")
+    with pytest.raises(ConfigError, match=r"the dymhw gear x:1,3,330,330 has H=330, W=330, not a multiple of 32"):
+        check_task_rules(_det_gears("dymhw", (330, 330), (640, 640)), DET, "det")
+    with pytest.raises(ConfigError, match=r"the static gear x:1,3,100,64 has H=100"):
+        check_task_rules(_det_gears("static", (100, 64)), DET, "det")
+    with pytest.raises(ConfigError, match="text detection needs 32-multiples there"):
+        check_task_rules(_det_gears("dymhw", (32, 48), (64, 64)), DET, "det")
+    # no rule for recognition, and none for dymshape (its ranges are checked per call)
+    check_task_rules(_det_gears("dymhw", (48, 330), (48, 650)), REC, "rec")
+    check_task_rules(m(mode="dymshape", inputs=[{"name": "x", "shape": [1, 3, -1, -1]}]), DET, "det")
+    # inputs of another rank (a scale factor [N, 2]) are not images: not checked
+    two = m(
+        mode="dymdims",
+        inputs=[{"name": "x", "shape": [1, 3, -1, -1], "format": "ND"}, {"name": "s", "shape": [1, -1]}],
+        gears=[[32, 64, 3], [64, 64, 5]],
+    )
+    check_task_rules(two, DET, "det")
+
+
+def test_resize_axis_matches_opencv_inter_linear_up_and_down_on_any_axis():
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(0)
+    a = rng.random((37, 53), dtype=np.float32)
+    for h, w in ((16, 20), (80, 100), (37, 7), (1, 53)):
+        want = cv2.resize(a, (w, h), interpolation=cv2.INTER_LINEAR)
+        got = resize_axis(resize_axis(a, 0, h), 1, w)
+        assert got.shape == (h, w) and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    cube = rng.random((2, 9, 11), dtype=np.float32)
+    np.testing.assert_allclose(
+        resize_axis(cube, 2, 4)[1], cv2.resize(cube[1], (4, 9), interpolation=cv2.INTER_LINEAR), atol=1e-5
+    )
+    assert resize_axis(a, 0, 37) is a
