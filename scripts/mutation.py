@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutation testing of the modules that decide what reaches the device (mutmut, against the unit layer).
 
-    scripts/mutation.py --setup                 # make .venv-mutation (requirements/mutation.txt)
+    scripts/mutation.py --setup                 # add mutmut to .venv-unit (requirements/mutation.txt)
     scripts/mutation.py                         # every module in MODULES, one after another
     scripts/mutation.py paddlex_npu/om/paths.py # some of them
     scripts/mutation.py --ci                    # CI: the functions a change touched, within --budget seconds
@@ -35,7 +35,7 @@ except ImportError:  # Python < 3.11: mutmut 3 installs toml
     import toml as tomllib  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parent.parent
-VENV = REPO / ".venv-mutation"
+VENV = REPO / ".venv-unit"  # the unit layer's environment, with mutmut added (--setup)
 WORK = REPO / ".mutation"
 EQUIVALENTS = REPO / "scripts" / "mutation-equivalents.txt"
 # What decides what reaches the device, smallest first. The runtimes' doubles (run/reference*.py, run/simulated.py)
@@ -274,7 +274,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--keep", action="store_true", help="reuse the last run's results (mutmut's cache)")
     p.add_argument("--report", action="store_true", help="print the last runs' scores, run nothing")
     p.add_argument("--survivors", metavar="MODULE", help="show the surviving mutants' diffs of MODULE")
-    p.add_argument("--setup", action="store_true", help="make the venv from requirements/mutation.txt")
+    p.add_argument("--setup", action="store_true", help="install requirements/mutation.txt into the venv")
     p.add_argument("--venv", type=Path, default=VENV, help=f"mutmut's environment (default {VENV})")
     args = p.parse_args(argv)
     VENV = args.venv
