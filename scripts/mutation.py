@@ -64,7 +64,18 @@ MODULES = [
 CAUGHT = {1, 3, 36, -24, 24, 152, 255}  # mutmut's exit codes: killed (1, 3) and timeout
 SURVIVED = {0, 5, 33}  # survived, no tests
 # What the unit layer reads besides the package and its tests (the docs checks, the layer rules, ...).
-ALSO_COPY = ("docs", "mkdocs.yml", "README.md", "requirements", "scripts", "setup.cfg", "examples", "benchmarks", "deploy", "patches")
+ALSO_COPY = (
+    "docs",
+    "mkdocs.yml",
+    "README.md",
+    "requirements",
+    "scripts",
+    "setup.cfg",
+    "examples",
+    "benchmarks",
+    "deploy",
+    "patches",
+)
 CI_SAMPLE = ["paddlex_npu/om/paths.py"]  # CI with no listed module touched: a fixed small sample
 
 

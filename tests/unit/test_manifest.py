@@ -48,7 +48,11 @@ def test_atc_takes_2_to_100_gears(n):
             "-1 at H and W and no other",
         ),
         (
-            {"mode": "dymhw", "inputs": [{"name": "x", "shape": [1, 3, -1, -1], "format": "ND"}], "gears": [[1, 2]] * 2},
+            {
+                "mode": "dymhw",
+                "inputs": [{"name": "x", "shape": [1, 3, -1, -1], "format": "ND"}],
+                "gears": [[1, 2]] * 2,
+            },
             r"inputs \['x \(ND, rank 4\)'\] are not 4-D",
         ),
         (
@@ -58,7 +62,12 @@ def test_atc_takes_2_to_100_gears(n):
         ({"mode": "dymdims", "inputs": [{"name": "x", "shape": [1, 8]}], "gears": [[1], [2]]}, "needs -1 dims"),
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, 8]}]}, "needs -1 dims"),
         (
-            {"mode": "dymshape", "inputs": [{"name": "x", "shape": [1, -1]}], "outputs": ["y"], "data_dependent": ["z"]},
+            {
+                "mode": "dymshape",
+                "inputs": [{"name": "x", "shape": [1, -1]}],
+                "outputs": ["y"],
+                "data_dependent": ["z"],
+            },
             r"data_dependent names \['z'\], which are not outputs \(y\)",
         ),
         (
@@ -72,10 +81,17 @@ def test_atc_takes_2_to_100_gears(n):
             "build the OM as dymshape",
         ),
         (
-            {"mode": "dymdims", "inputs": [{"name": "x", "shape": [-1, 8], "range": [[1, 4], [8, 8]]}], "gears": [[1], [2]]},
+            {
+                "mode": "dymdims",
+                "inputs": [{"name": "x", "shape": [-1, 8], "range": [[1, 4], [8, 8]]}],
+                "gears": [[1], [2]],
+            },
             "ranges are for dymshape only",
         ),
-        ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 8], "range": [[1, 4]]}]}, "range has 1 dims, shape 2"),
+        (
+            {"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 8], "range": [[1, 4]]}]},
+            "range has 1 dims, shape 2",
+        ),
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 8], "range": [[0, 4], [8, 8]]}]}, "below 1"),
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 8], "range": [[5, 4], [8, 8]]}]}, "empty"),
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 8], "range": [[1, 4], [1, 8]]}]}, "fixed at 8"),
@@ -83,7 +99,10 @@ def test_atc_takes_2_to_100_gears(n):
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, -2]}]}, "neither positive nor -1"),
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1], "dtype": "float128"}]}, "dtype 'float128'"),
         ({"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1], "format": "NC1HWC0"}]}, "format 'NC1HWC0'"),
-        ({"schema": "paddlex-npu/om-manifest/2", "mode": "dymshape", "inputs": [{"name": "x", "shape": [-1]}]}, "schema"),
+        (
+            {"schema": "paddlex-npu/om-manifest/2", "mode": "dymshape", "inputs": [{"name": "x", "shape": [-1]}]},
+            "schema",
+        ),
     ],
 )
 def test_what_atc_would_refuse_is_refused(raw, match):
@@ -113,7 +132,9 @@ def test_a_dymshape_input_without_ranges_keeps_its_fixed_dims_fixed():
 
 
 def test_gear_shapes_per_mode_and_their_largest_bytes():
-    batch = parse(mode="dymbatch", inputs=[{"name": "a", "shape": [-1, 8]}, {"name": "b", "shape": [-1, 2]}], gears=[[1], [4]])
+    batch = parse(
+        mode="dymbatch", inputs=[{"name": "a", "shape": [-1, 8]}, {"name": "b", "shape": [-1, 2]}], gears=[[1], [4]]
+    )
     assert batch.gear_shapes() == [[[1, 8], [1, 2]], [[4, 8], [4, 2]]]
     assert batch.max_bytes(0, 4) == 128 and batch.max_bytes(1, 2) == 16
     hw = parse(mode="dymhw", inputs=HW_INPUT, gears=[[32, 64], [96, 32]])
@@ -135,7 +156,8 @@ def test_gear_shapes_per_mode_and_their_largest_bytes():
 
 
 @pytest.mark.parametrize(
-    "soc, refused", [("Ascend310", True), ("Ascend310B1", True), ("Ascend310P3", False), ("Ascend910B", False), ("", False)]
+    "soc, refused",
+    [("Ascend310", True), ("Ascend310B1", True), ("Ascend310P3", False), ("Ascend910B", False), ("", False)],
 )
 def test_dymshape_is_refused_only_on_chips_without_dynamic_shape(soc, refused):
     man = parse(mode="dymshape", inputs=[{"name": "x", "shape": [-1, 5]}], soc_version=soc)

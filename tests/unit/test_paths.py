@@ -95,7 +95,9 @@ def test_path_length_limits_are_ais_bench_s_exactly():
     over = _path(*[240] * 17)
     _refuses(over, r"its absolute path has 4097 characters, over 4096: use a shorter path")
     paths.check_model_path(_path(255, 255))
-    _refuses(_path(10, 256, 3), r"the name 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb'\.\.\. has 256 characters, over 255")
+    _refuses(
+        _path(10, 256, 3), r"the name 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb'\.\.\. has 256 characters, over 255"
+    )
     paths.check_model_path(_path(*[1] * 32))
     _refuses(_path(*[1] * 33), r"its absolute path is 33 folders deep, over 32: move the package")
 
@@ -117,7 +119,9 @@ def test_write_bits_of_group_or_others_are_refused(tmp_path, mode, ok):
     if ok:
         paths.check_model_path(f)
     else:
-        _refuses(f, rf"writable by its group or others \(mode {mode:o}; at most 755\): `chmod go-w {re.escape(str(f))}`")
+        _refuses(
+            f, rf"writable by its group or others \(mode {mode:o}; at most 755\): `chmod go-w {re.escape(str(f))}`"
+        )
 
 
 def test_a_file_its_owner_cannot_read_is_refused(tmp_path):
