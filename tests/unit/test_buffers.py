@@ -106,3 +106,35 @@ def test_the_memory_budget_comes_from_the_config_then_the_environment_then_the_d
         monkeypatch.setenv("PADDLEX_NPU_MEMORY_BUDGET", bad)
         with pytest.raises(ConfigError, match="is not a positive number of bytes"):
             buffers.memory_budget(None)
+
+
+def test_a_descriptor_dim_of_0_is_not_static_the_call_decides():
+    sizer = OutputSizer([[0, 6]], [4], infer=lambda shapes: [[5000, 6]])
+    assert sizer.sizes([X]) == [30 * 4096]  # 120,000 bytes, not the floor a 0-byte static output would get
+
+
+def test_a_gear_exactly_at_the_budget_fits_and_only_the_largest_carries_the_outputs():
+    small, big = [[1, 250]], [[1, 500]]  # 1,000 and 2,000 bytes
+    check_gear_budget("m", [small, big], ["x"], [4], 1000, (3000, "b"))  # 1,000 | 2,000 + 1,000: both at most
+    check_gear_budget("m", [small, big], ["x"], [4], 0, (2000, "b"))
+    with pytest.raises(ConfigError, match=r"x:1,500 needs 2.0 KiB of input buffers \+ 1 bytes of output"):
+        check_gear_budget("m", [small, big], ["x"], [4], 1, (2000, "b"))
+
+
+@pytest.mark.parametrize(
+    "n, text",
+    [
+        (1023, "1023 bytes"),
+        (1024, "1.0 KiB"),
+        (1024**2 - 52, "1023.9 KiB"),
+        (1024**2, "1.0 MiB"),
+        (3 * 1024**3, "3072.0 MiB"),
+    ],
+)
+def test_byte_counts_in_messages(n, text):
+    assert buffers._mib(n) == text
+
+
+def test_a_budget_of_one_byte_is_a_budget(monkeypatch):
+    monkeypatch.setenv("PADDLEX_NPU_MEMORY_BUDGET", "1")
+    assert buffers.memory_budget(None) == (1, "$PADDLEX_NPU_MEMORY_BUDGET")
