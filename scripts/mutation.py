@@ -79,10 +79,6 @@ ALSO_COPY = (
 CI_SAMPLE = ["paddlex_npu/om/paths.py"]  # CI with no listed module touched: a fixed small sample
 
 
-def slug(module: str) -> str:
-    return module.replace("paddlex_npu/", "").replace("/", ".").removesuffix(".py")
-
-
 def mutmut_config() -> dict:
     with open(REPO / "pyproject.toml", "rb") as f:
         return tomllib.load(f)["tool"]["mutmut"]
@@ -98,9 +94,8 @@ def toml_value(value) -> str:
     return "[" + ", ".join(toml_value(v) for v in value) + "]"
 
 
-def prepare(module: str, fresh: bool) -> Path:
-    """The scratch folder of ``module``: links to the package and the tests, and its mutmut config."""
-    work = WORK / slug(module)
+def prepare(work: Path, modules: List[str], fresh: bool) -> Path:
+    """The scratch folder ``work``: links to the package and the tests, and the mutmut config for ``modules``."""
     if fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -108,7 +103,7 @@ def prepare(module: str, fresh: bool) -> Path:
         link = work / name
         if not link.is_symlink() and (REPO / name).exists():
             link.symlink_to(REPO / name)
-    config = dict(mutmut_config(), only_mutate=[module], also_copy=list(ALSO_COPY))
+    config = dict(mutmut_config(), only_mutate=list(modules), also_copy=list(ALSO_COPY))
     with open(REPO / "pyproject.toml", "rb") as f:
         pytest_ini = tomllib.load(f)["tool"]["pytest"]["ini_options"]
     text = "[tool.mutmut]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in config.items())
@@ -117,9 +112,12 @@ def prepare(module: str, fresh: bool) -> Path:
     return work
 
 
-def run_module(module: str, names: Optional[List[str]], jobs: int, timeout: float, fresh: bool) -> bool:
-    """mutmut on one module (``names``: only those mutant globs); False when it ran out of time."""
-    work = prepare(module, fresh)
+def run_modules(
+    work: Path, modules: List[str], names: Optional[List[str]], jobs: int, timeout: float, fresh: bool
+) -> bool:
+    """mutmut on ``modules`` at once, one test-coverage pass for all (``names``: only those mutant globs); False
+    when it ran out of time."""
+    work = prepare(work, modules, fresh)
     # made before Python starts: a PYTHONPATH entry that does not exist yet is cached as absent for good
     (work / "mutants").mkdir(exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(work / "mutants"), PYTHONDONTWRITEBYTECODE="1")
@@ -133,11 +131,15 @@ def run_module(module: str, names: Optional[List[str]], jobs: int, timeout: floa
     return True
 
 
+def meta_of(module: str) -> Optional[Path]:
+    """The newest result file of ``module`` among the scratch folders."""
+    found = sorted(WORK.glob(f"*/mutants/{module}.meta"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
 def exit_codes(module: str) -> Dict[str, Optional[int]]:
-    meta = WORK / slug(module) / "mutants" / (module + ".meta")
-    if not meta.exists():
-        return {}
-    return json.loads(meta.read_text())["exit_code_by_key"]
+    meta = meta_of(module)
+    return json.loads(meta.read_text())["exit_code_by_key"] if meta else {}
 
 
 def equivalents() -> Dict[str, str]:
@@ -267,7 +269,8 @@ def setup() -> None:
 
 
 def survivors(module: str) -> None:
-    work = WORK / slug(module)
+    meta = meta_of(module)
+    work = meta.parents[len(Path(module).parts)] if meta else WORK
     for name in score(module)["survived"]:
         subprocess.run([str(VENV / "bin" / "mutmut"), "show", name], cwd=work, check=False)
 
@@ -281,7 +284,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--budget", type=float, default=210.0, help="--ci: seconds for the whole run (default 210)")
     p.add_argument("--min-score", type=float, default=90.0, help="fail under this score per module (default 90)")
     p.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per module (default 3600)")
+    p.add_argument("--timeout", type=float, default=3 * 3600.0, help="seconds for the run (default 3 hours)")
     p.add_argument("--keep", action="store_true", help="reuse the last run's results (mutmut's cache)")
     p.add_argument("--report", action="store_true", help="print the last runs' scores, run nothing")
     p.add_argument("--survivors", metavar="MODULE", help="show the surviving mutants' diffs of MODULE")
@@ -299,14 +302,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         targets = ci_targets(args.base or ci_base())
     else:
         targets = [(m, None) for m in (args.modules or MODULES)]
-    start, rows, complete = time.monotonic(), [], True
-    for module, globs in targets:
-        if not args.report:
-            left = args.budget - (time.monotonic() - start) if args.ci else args.timeout
-            if left <= 0 or not run_module(module, globs, args.jobs, left, fresh=not args.keep and not args.ci):
-                complete = False
-                print(f"{module}: out of time", file=sys.stderr)
-        rows.append(score(module, matching(module, globs)))
+    start, complete = time.monotonic(), True
+    modules = [m for m, _ in targets]
+    globs = None if all(g is None for _, g in targets) else [x for _, g in targets for x in g or []]
+    if not args.report:
+        work = WORK / ("ci" if args.ci else "run")
+        timeout = args.budget if args.ci else args.timeout
+        complete = run_modules(work, modules, globs, args.jobs, timeout, fresh=not args.keep)
+        if not complete:
+            print(f"out of time after {timeout:.0f} s", file=sys.stderr)
+    rows = [score(m, matching(m, g)) for m, g in targets]
     ok = print_table(rows, args.min_score)
     print(f"{time.monotonic() - start:.0f} s")
     if args.ci and not complete:
