@@ -200,3 +200,25 @@ def test_load_reads_what_save_wrote_and_names_the_file_it_cannot_read(tmp_path):
     with pytest.raises(ConfigError, match=r"invalid OM manifest in .*wrong.json: .*needs -1 dims"):
         mf.load(tmp_path / "wrong.json")
     assert mf.parse(man, "again") is man
+
+
+def test_describe_joins_inputs_and_gears_as_messages_show_them():
+    two = parse(mode="dymshape", inputs=[{"name": "x", "shape": [-1, 3]}, {"name": "s", "shape": [1, -1]}])
+    assert two.describe() == "dymshape ranges x:[-1,3]; s:[1,-1]"
+    gears = parse(
+        mode="dymbatch", inputs=[{"name": "a", "shape": [-1, 2]}, {"name": "b", "shape": [-1]}], gears=[[1], [2]]
+    )
+    assert gears.describe() == "dymbatch gears a:1,2;b:1 | a:2,2;b:2"
+    assert mf.range_label(2, -1) == ">=2" and mf.range_label(1, 5) == "1~5"
+
+
+def test_the_manifest_file_is_indented_utf8_json_without_unset_fields(tmp_path):
+    man = parse(mode="dymbatch", inputs=[{"name": "图像", "shape": [-1, 2], "format": "ND"}], gears=[[1], [2]])
+    text = man.to_json()
+    assert text == (
+        '{\n  "schema": "paddlex-npu/om-manifest/1",\n  "mode": "dymbatch",\n  "inputs": [\n    {\n'
+        '      "name": "图像",\n      "dtype": "float32",\n      "format": "ND",\n      "shape": [\n        -1,\n'
+        '        2\n      ]\n    }\n  ],\n  "gears": [\n    [\n      1\n    ],\n    [\n      2\n    ]\n  ],\n'
+        '  "outputs": [],\n  "data_dependent": []\n}\n'
+    )
+    assert man.save(tmp_path / "m.json").read_bytes() == text.encode("utf-8")
