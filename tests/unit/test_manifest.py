@@ -222,3 +222,13 @@ def test_the_manifest_file_is_indented_utf8_json_without_unset_fields(tmp_path):
         '  "outputs": [],\n  "data_dependent": []\n}\n'
     )
     assert man.save(tmp_path / "m.json").read_bytes() == text.encode("utf-8")
+
+
+def test_a_descriptor_dim_of_0_is_dynamic_as_the_shape_takes_it():
+    """An input dim the descriptor gives as 0 is not fixed: the manifest is dymshape with -1 there (it was taken
+    as static with a -1 dim, which the manifest's own check refused)."""
+    man = mf.default_for(["x"], [[1, 3, 0, 0]], ["float32"], ["y"], [[1, 10]])
+    assert man.mode == "dymshape" and man.inputs[0].shape == [1, 3, -1, -1] and man.data_dependent == []
+    assert man.input_ranges() == {"x": [(1, 1), (3, 3), (1, -1), (1, -1)]}
+    one = mf.default_for(["x"], [[1, 1]], ["float32"], ["y"], [[1, 1]])
+    assert one.mode == "static" and one.inputs[0].shape == [1, 1]
