@@ -9,13 +9,7 @@ VENV=${1:-.venv}
 GEN=${2:-3.7}
 PY=${PYTHON:-python3}
 
-if ! { [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] && [ -f /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; }; then
-  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-dejavu-core fonts-wqy-microhei >/dev/null
-  else
-    echo "note: install fonts-dejavu-core and fonts-wqy-microhei to render the test images" >&2
-  fi
-fi
+bash scripts/system-packages.sh fonts-dejavu-core fonts-wqy-microhei
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
