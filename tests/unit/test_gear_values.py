@@ -6,14 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from paddlex_npu.errors import ConfigError
+from paddlex_npu.errors import ConfigError, InputShapeError
 from paddlex_npu.om.manifest import OMManifest, parse
 from paddlex_npu.run.gears import (
     DEFAULT,
+    check_ranges,
     check_task_rules,
     choose_gear,
     cut_back,
     cut_length,
+    fit_shape,
+    fit_to_ranges,
     pad_to,
     policy_for,
     resize_axis,
@@ -171,3 +174,91 @@ def test_resize_axis_matches_opencv_inter_linear_up_and_down_on_any_axis():
         resize_axis(cube, 2, 4)[1], cv2.resize(cube[1], (4, 9), interpolation=cv2.INTER_LINEAR), atol=1e-5
     )
     assert resize_axis(a, 0, 37) is a
+
+
+SHAPE_REC = m(
+    mode="dymshape", inputs=[{"name": "x", "shape": [-1, 3, 48, -1], "range": [[1, 8], [3, 3], [48, 48], [16, 320]]}]
+)
+
+
+def test_check_ranges_says_what_fit_would_do_or_why_it_cannot():
+    tail = "limit_side_len / max_side_limit, the batch size)"
+    with pytest.raises(
+        InputShapeError,
+        match=r"of shape \[1, 3, 48, 400\] is outside .*"
+        + r"\(backend_config oversize: 'fit' resizes it down into the ranges\)$",
+    ):
+        check_ranges(SHAPE_REC, [[1, 3, 48, 400]], REC)
+    with pytest.raises(
+        InputShapeError,
+        match=r"\(oversize 'fit' shrinks only the image or line size, and that does not bring it inside\)$",
+    ):
+        check_ranges(SHAPE_REC, [[9, 3, 48, 100]], REC, oversize="fit")
+    with pytest.raises(InputShapeError, match=tail.replace("(", r"\(").replace(")", r"\)") + "$"):
+        check_ranges(SHAPE_REC, [[1, 3, 48, 400]], DEFAULT)
+    check_ranges(SHAPE_REC, [[8, 3, 48, 320]], REC)
+
+
+def test_fit_to_ranges_shrinks_bounded_dims_only_and_checks_every_input():
+    det = m(
+        mode="dymshape",
+        inputs=[
+            {"name": "x", "shape": [1, 3, -1, -1], "range": [[1, 1], [3, 3], [32, -1], [32, 640]]},
+            {"name": "s", "shape": [1, 2]},
+        ],
+    )
+    assert fit_to_ranges(det, [[1, 3, 2000, 1280], [1, 2]], DET) == [1, 3, 992, 640]  # H unbounded: scaled with W
+    assert fit_to_ranges(det, [[1, 3, 2000, 1280], [1, 3]], DET) is None  # the second input is outside anyway
+    assert fit_to_ranges(det, [[1, 3, 2016, 608], [1, 2]], DET) is None  # nothing to shrink
+    rank3 = m(mode="dymshape", inputs=[{"name": "x", "shape": [-1, 48, -1], "range": [[1, 4], [48, 48], [16, 320]]}])
+    assert fit_to_ranges(rank3, [[1, 48, 5000]], REC) is None  # fit is for NCHW images and lines only
+    assert fit_to_ranges(SHAPE_REC, [[1, 3, 48, 5000]], REC) == [1, 3, 48, 320]
+
+
+def test_fit_shape_skips_gears_it_cannot_use():
+    rank3 = m(mode="dymdims", inputs=[{"name": "x", "shape": [-1, 48, -1], "format": "ND"}], gears=[[1, 320], [4, 640]])
+    assert fit_shape(rank3, [[1, 48, 5000]], REC) is None
+    hw = m(mode="dymhw", inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=[[640, 640], [960, 960]])
+    assert fit_shape(hw, [[1, 3, 20, 5000]], DET) is None  # 20 rows would have to grow to 32
+    assert fit_shape(hw, [[1, 3, 1000, 5000]], DET) == [1, 3, 192, 960]
+    two = m(
+        mode="dymdims",
+        inputs=[{"name": "x", "shape": [1, 3, -1, -1], "format": "ND"}, {"name": "s", "shape": [1, 2], "format": "ND"}],
+        gears=[[640, 640], [960, 960]],
+    )
+    assert fit_shape(two, [[1, 3, 1000, 5000], [1, 2]], DET) == [1, 3, 192, 960]
+    assert fit_shape(two, [[1, 3, 1000, 5000], [1, 3]], DET) is None  # the second input fits no gear
+
+
+def test_pad_to_repeats_batch_rows_whatever_the_other_dims():
+    a = np.arange(10, dtype=np.float32).reshape(2, 5)
+    np.testing.assert_array_equal(pad_to(a, [3, 5], 0.0, (0,)), [a[0], a[1], a[1]])
+
+
+def test_cut_back_of_scalar_inputs_and_outputs_that_are_not_batch_major():
+    out = np.arange(6).reshape(2, 3)
+    kept = cut_back([out], [[]], [[]], DEFAULT)  # a rank-0 input: batch 1 both, nothing cut
+    np.testing.assert_array_equal(kept[0], out)
+    vocab = np.arange(7)
+    rows, table = cut_back([np.zeros((4, 2)), vocab], [[3, 2]], [[4, 2]], DEFAULT)
+    assert rows.shape == (3, 2) and table.tolist() == list(range(7))  # dim 0 is not the batch: kept whole
+    assert cut_back([], [[1, 3, 48, 300]], [[1, 3, 48, 640]], REC) == []
+
+
+def test_detection_keeps_the_counts_of_images_without_boxes():
+    det = policy_for("DetRunnerPredictor")
+    boxes, num = np.ones((1, 6), np.float32), np.array([0, 0, 1, 0], np.int32)
+    kept = cut_back([boxes, num], [[2, 3, 64, 64]], [[4, 3, 64, 64]], det)
+    assert kept[0].shape == (0, 6) and kept[1].tolist() == [0, 0]
+
+
+def test_a_batch_above_every_gear_is_split_not_fitted():
+    seen, fits = [], []
+
+    def infer(feeds):
+        seen.append(feeds[0].shape)
+        return [feeds[0][:, 0, 0, ::8, None]]
+
+    x = np.random.rand(6, 3, 48, 320).astype(np.float32)
+    (out,) = run_with_gears(REC_GEARS, [x], REC, infer, oversize="fit", on_fit=lambda r, f: fits.append((r, f)))
+    assert fits == [] and seen == [(4, 3, 48, 640), (4, 3, 48, 640)] and out.shape == (6, 40, 1)
