@@ -10,6 +10,7 @@ from paddlex_npu.errors import ConfigError, InputShapeError
 from paddlex_npu.om.manifest import OMManifest, parse
 from paddlex_npu.run.gears import (
     DEFAULT,
+    check_output_ranks,
     check_ranges,
     check_task_rules,
     choose_gear,
@@ -262,3 +263,84 @@ def test_a_batch_above_every_gear_is_split_not_fitted():
     x = np.random.rand(6, 3, 48, 320).astype(np.float32)
     (out,) = run_with_gears(REC_GEARS, [x], REC, infer, oversize="fit", on_fit=lambda r, f: fits.append((r, f)))
     assert fits == [] and seen == [(4, 3, 48, 640), (4, 3, 48, 640)] and out.shape == (6, 40, 1)
+
+
+def test_split_batches_keep_pad_value_and_the_solved_output_dims():
+    seen = []
+
+    def infer(feeds):
+        seen.append(feeds[0].copy())
+        return [feeds[0][:, 0, 0, ::8, None]]
+
+    x = np.random.rand(6, 3, 48, 300).astype(np.float32)
+    (out,) = run_with_gears(REC_GEARS, [x], REC, infer, pad_value=-2.0, output_dims=lambda i, s: [s[0][0], 33, 1])
+    assert out.shape == (6, 33, 1) and len(seen) == 2
+    assert all((f[:, :, :, 300:] == -2.0).all() for f in seen)
+    (plain,) = run_with_gears(REC_GEARS, [x[:2]], REC, infer, output_dims=lambda i, s: [s[0][0], 33, 1])
+    assert plain.shape == (2, 33, 1) and (seen[-1][:, :, :, 300:] == 0).all()  # pad_value defaults to 0
+
+
+def test_check_output_ranks_refuses_another_model():
+    check_output_ranks([[1, 40, 97], [5]], ["logits", "x"], REC, "rec")
+    check_output_ranks([[]], ["unknown"], REC, "rec")  # no descriptor dims: nothing to compare
+    with pytest.raises(
+        ConfigError, match=r"rec: output 0 \(p\) has rank 4 \(\[1, 1, 8, 8\]\), text recognition gives rank 3"
+    ):
+        check_output_ranks([[1, 1, 8, 8]], ["p"], REC, "rec")
+
+
+def test_fitted_sizes_are_rounded_down_to_the_task_s_multiple_and_keep_dims_already_small():
+    hw = m(mode="dymhw", inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=[[640, 640], [960, 960]])
+    assert fit_shape(hw, [[1, 3, 1100, 5000]], DET) == [1, 3, 192, 960]  # 211.2 rows -> 192, a 32-multiple
+    assert fit_shape(hw, [[1, 3, 32, 5000]], DET) == [1, 3, 32, 960]  # 32 rows stay 32 (the multiple itself)
+    odd = m(mode="dymdims", inputs=[{"name": "x", "shape": [1, 3, 48, -1]}], gears=[[61], [125]])
+    assert fit_shape(odd, [[1, 3, 48, 5000]], REC) == [1, 3, 48, 125]  # recognition: any width, no multiple
+
+
+def test_an_input_of_another_rank_fits_no_gear():
+    with pytest.raises(InputShapeError, match=r"dims by rank \{3: \(0,\)\}"):
+        choose_gear(REC_GEARS, [[1, 48, 300]], REC)
+
+
+def test_fewest_padded_elements_is_not_the_smallest_shape_in_list_order():
+    hw = m(mode="dymhw", inputs=[{"name": "x", "shape": [1, 3, -1, -1]}], gears=[[320, 960], [640, 320]])
+    assert choose_gear(hw, [[1, 3, 300, 300]], DET) == [[1, 3, 640, 320]]  # 204,800 elements, not 307,200
+
+
+def test_edge_padding_of_an_empty_array_pads_with_the_constant():
+    out = pad_to(np.zeros((1, 0), np.float32), [1, 4], 5.0, (0, 1), mode="edge")
+    assert out.tolist() == [[5.0, 5.0, 5.0, 5.0]]
+
+
+def test_a_fitted_run_keeps_every_input_and_maps_nothing_back_when_there_are_no_outputs():
+    two = m(
+        mode="dymdims",
+        inputs=[{"name": "x", "shape": [1, 3, -1, -1], "format": "ND"}, {"name": "s", "shape": [1, 2], "format": "ND"}],
+        gears=[[640, 640], [960, 960]],
+    )
+    seen = []
+
+    def infer(feeds):
+        seen.append([f.shape for f in feeds])
+        return []
+
+    img, scale = np.zeros((1, 3, 1100, 5000), np.float32), np.ones((1, 2), np.float32)
+    assert run_with_gears(two, [img, scale], DET, infer, oversize="fit") == []
+    assert seen == [[(1, 3, 960, 960), (1, 2)]]  # fitted to 192 x 960, padded to the gear
+
+
+def test_scalar_inputs_are_never_batched_or_split():
+    static = m(mode="static", inputs=[{"name": "k", "shape": []}])
+    (out,) = run_with_gears(static, [np.array(3.0, np.float32)], DEFAULT, lambda f: [f[0] * 2])
+    assert out.shape == () and float(out) == 6.0
+    man = m(mode="dymbatch", inputs=[{"name": "x", "shape": [-1, 4]}, {"name": "k", "shape": []}], gears=[[1], [4]])
+    seen = []
+
+    def infer(feeds):
+        seen.append((feeds[0].shape, feeds[1].shape))
+        return [feeds[0] * feeds[1]]
+
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    (y,) = run_with_gears(man, [x, np.array(2.0, np.float32)], DEFAULT, infer)
+    np.testing.assert_array_equal(y, x * 2)
+    assert seen == [((4, 4), ()), ((1, 4), ())]
