@@ -22,6 +22,7 @@ import ast
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,8 +95,24 @@ def toml_value(value) -> str:
     return "[" + ", ".join(toml_value(v) for v in value) + "]"
 
 
-def prepare(work: Path, modules: List[str], fresh: bool) -> Path:
-    """The scratch folder ``work``: links to the package and the tests, and the mutmut config for ``modules``."""
+def importing_tests(modules: List[str]) -> List[str]:
+    """The unit test files that import one of ``modules`` by name (CI's narrower, faster selection)."""
+    patterns = []
+    for module in modules:
+        package, _, name = module[:-3].replace("/", ".").rpartition(".")
+        patterns.append(
+            re.compile(rf"\b{re.escape(package)}\.{name}\b|from {re.escape(package)} import [^\n]*\b{name}\b")
+        )
+    return sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "tests" / "unit").glob("test_*.py")
+        if any(pat.search(p.read_text()) for pat in patterns)
+    )
+
+
+def prepare(work: Path, modules: List[str], fresh: bool, tests: Optional[List[str]] = None) -> Path:
+    """The scratch folder ``work``: links to the package and the tests, and the mutmut config for ``modules``
+    (``tests``: the test selection, default the config's)."""
     if fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -104,6 +121,8 @@ def prepare(work: Path, modules: List[str], fresh: bool) -> Path:
         if not link.is_symlink() and (REPO / name).exists():
             link.symlink_to(REPO / name)
     config = dict(mutmut_config(), only_mutate=list(modules), also_copy=list(ALSO_COPY))
+    if tests:
+        config["pytest_add_cli_args_test_selection"] = tests
     with open(REPO / "pyproject.toml", "rb") as f:
         pytest_ini = tomllib.load(f)["tool"]["pytest"]["ini_options"]
     text = "[tool.mutmut]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in config.items())
@@ -113,11 +132,17 @@ def prepare(work: Path, modules: List[str], fresh: bool) -> Path:
 
 
 def run_modules(
-    work: Path, modules: List[str], names: Optional[List[str]], jobs: int, timeout: float, fresh: bool
+    work: Path,
+    modules: List[str],
+    names: Optional[List[str]],
+    jobs: int,
+    timeout: float,
+    fresh: bool,
+    tests: Optional[List[str]] = None,
 ) -> bool:
     """mutmut on ``modules`` at once, one test-coverage pass for all (``names``: only those mutant globs); False
     when it ran out of time."""
-    work = prepare(work, modules, fresh)
+    work = prepare(work, modules, fresh, tests)
     # made before Python starts: a PYTHONPATH entry that does not exist yet is cached as absent for good
     (work / "mutants").mkdir(exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(work / "mutants"), PYTHONDONTWRITEBYTECODE="1")
@@ -308,7 +333,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.report:
         work = WORK / ("ci" if args.ci else "run")
         timeout = args.budget if args.ci else args.timeout
-        complete = run_modules(work, modules, globs, args.jobs, timeout, fresh=not args.keep)
+        tests = importing_tests(modules) if args.ci else None
+        complete = run_modules(work, modules, globs, args.jobs, timeout, fresh=not args.keep, tests=tests)
         if not complete:
             print(f"out of time after {timeout:.0f} s", file=sys.stderr)
     rows = [score(m, matching(m, g)) for m, g in targets]
