@@ -156,14 +156,14 @@ def run_modules(
     return True
 
 
-def meta_of(module: str) -> Optional[Path]:
-    """The newest result file of ``module`` among the scratch folders."""
-    found = sorted(WORK.glob(f"*/mutants/{module}.meta"), key=lambda p: p.stat().st_mtime)
+def meta_of(module: str, work: Optional[Path] = None) -> Optional[Path]:
+    """The result file of ``module`` in ``work``, else the newest among the scratch folders."""
+    found = sorted((work or WORK).glob(f"{'' if work else '*/'}mutants/{module}.meta"), key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
 
 
-def exit_codes(module: str) -> Dict[str, Optional[int]]:
-    meta = meta_of(module)
+def exit_codes(module: str, work: Optional[Path] = None) -> Dict[str, Optional[int]]:
+    meta = meta_of(module, work)
     return json.loads(meta.read_text())["exit_code_by_key"] if meta else {}
 
 
@@ -177,8 +177,8 @@ def equivalents() -> Dict[str, str]:
     return out
 
 
-def score(module: str, only: Optional[Set[str]] = None) -> dict:
-    codes = {k: v for k, v in exit_codes(module).items() if only is None or k in only}
+def score(module: str, only: Optional[Set[str]] = None, work: Optional[Path] = None) -> dict:
+    codes = {k: v for k, v in exit_codes(module, work).items() if only is None or k in only}
     equiv = equivalents()
     checked = {k: v for k, v in codes.items() if v is not None and v != 34}
     eq = [k for k in checked if k in equiv]
@@ -280,10 +280,10 @@ def ci_targets(base: str) -> List[Tuple[str, Optional[List[str]]]]:
     return targets or [(m, None) for m in CI_SAMPLE]
 
 
-def matching(module: str, globs: Optional[Iterable[str]]) -> Optional[Set[str]]:
+def matching(module: str, globs: Optional[Iterable[str]], work: Optional[Path] = None) -> Optional[Set[str]]:
     if globs is None:
         return None
-    return {k for k in exit_codes(module) if any(fnmatch.fnmatchcase(k, g) for g in globs)}
+    return {k for k in exit_codes(module, work) if any(fnmatch.fnmatchcase(k, g) for g in globs)}
 
 
 def setup() -> None:
@@ -330,14 +330,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     start, complete = time.monotonic(), True
     modules = [m for m, _ in targets]
     globs = None if all(g is None for _, g in targets) else [x for _, g in targets for x in g or []]
+    work = WORK / ("ci" if args.ci else "run")
     if not args.report:
-        work = WORK / ("ci" if args.ci else "run")
         timeout = args.budget if args.ci else args.timeout
         tests = importing_tests(modules) if args.ci else None
         complete = run_modules(work, modules, globs, args.jobs, timeout, fresh=not args.keep, tests=tests)
         if not complete:
             print(f"out of time after {timeout:.0f} s", file=sys.stderr)
-    rows = [score(m, matching(m, g)) for m, g in targets]
+    where = None if args.report else work
+    rows = [score(m, matching(m, g, where), where) for m, g in targets]
     ok = print_table(rows, args.min_score)
     print(f"{time.monotonic() - start:.0f} s")
     if args.ci and not complete:
