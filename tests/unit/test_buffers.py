@@ -138,3 +138,7 @@ def test_byte_counts_in_messages(n, text):
 def test_a_budget_of_one_byte_is_a_budget(monkeypatch):
     monkeypatch.setenv("PADDLEX_NPU_MEMORY_BUDGET", "1")
     assert buffers.memory_budget(None) == (1, "$PADDLEX_NPU_MEMORY_BUDGET")
+
+
+def test_gears_of_equal_size_carry_the_outputs_once():
+    check_gear_budget("m", [[[1, 250]], [[250, 1]]], ["x"], [4], 0, (1000, "b"))  # 1,000 bytes each, at the limit

@@ -232,3 +232,19 @@ def test_a_descriptor_dim_of_0_is_dynamic_as_the_shape_takes_it():
     assert man.input_ranges() == {"x": [(1, 1), (3, 3), (1, -1), (1, -1)]}
     one = mf.default_for(["x"], [[1, 1]], ["float32"], ["y"], [[1, 1]])
     assert one.mode == "static" and one.inputs[0].shape == [1, 1]
+
+
+def test_the_error_lists_every_problem_with_its_place():
+    with pytest.raises(ConfigError) as e:
+        mf.parse({"mode": "dymhw", "inputs": [{"name": "x", "shape": "no"}], "bogus": 1}, "here")
+    assert str(e.value).startswith("invalid OM manifest in here: inputs.0.shape: ")
+    assert "; bogus: Extra inputs are not permitted" in str(e.value)
+    with pytest.raises(ConfigError, match=r"^invalid OM manifest in here: <root>: Value error, mode dymhw needs -1"):
+        mf.parse({"mode": "dymhw", "inputs": [{"name": "x", "shape": [1, 2]}]}, "here")
+
+
+def test_output_dims_without_output_names_are_checked_too():
+    man = parse(mode="dymshape", inputs=[{"name": "x", "shape": [-1, 3]}], output_dims=[["d0_0", 3]])
+    assert man.output_dims == [["d0_0", 3]]
+    with pytest.raises(ConfigError, match=r"output_dims of output None: output dim 'os.getcwd\(\)'"):
+        parse(mode="dymshape", inputs=[{"name": "x", "shape": [-1, 3]}], output_dims=[["os.getcwd()"]])

@@ -91,3 +91,11 @@ def test_a_module_switched_off_in_the_yaml_counts_as_missing():
     assert check_options(only_unwarp, {"use_doc_orientation_classify": True})
     bare = {"pipeline_name": "OCR", "SubModules": None, "SubPipelines": {"DocPreprocessor": {"SubModules": None}}}
     assert check_options(bare, {"use_doc_unwarping": True}) and check_options(bare, {"use_textline_orientation": True})
+
+
+def test_modules_are_on_unless_the_yaml_switches_them_off_and_none_values_are_skipped():
+    implicit = {k: v for k, v in FULL.items() if k not in ("use_doc_preprocessor", "use_textline_orientation")}
+    for key in ("use_doc_orientation_classify", "use_doc_unwarping", "use_textline_orientation"):
+        assert check_options(implicit, {key: True}) is None  # PaddleX's defaults: the modules run
+    problem = check_options(OCR, {"text_det_thresh": None, "text_det_box_thresh": 7})
+    assert problem == "textDetBoxThresh is 7: give a number from 0 to 1"  # a None value is skipped, not the end
