@@ -13,8 +13,9 @@ The route is installed when PaddleX is imported (at once if it already is); set 
 to import without patching, then call :func:`install` yourself. Without PaddleX the package still imports (its
 runtime and OM layers need no PaddleX); :func:`install` then says what to install.
 
-Layers (each imports only those before it): ``errors``/``config``/``log`` → ``om`` → ``run`` → ``paddlex``
-→ ``executor`` → ``tools`` → ``cli``; ``testing`` holds fixtures.
+Layers (each imports only those before it; docs/architecture.md): the base modules (``errors``, ``envs``, ...)
+→ ``om`` → ``run`` → ``paddlex`` → ``executor`` → ``build`` → ``samples`` → ``reports`` → ``serve`` → ``deploy``
+→ ``perf`` → ``ray`` → ``cli``.
 
 Many inputs, K worker processes per device, results in input order::
 
@@ -29,9 +30,11 @@ import sys
 
 from . import envs
 from .errors import (
+    AclCallError,
     ConfigError,
     ConvertError,
     DeviceCallError,
+    DeviceLostError,
     ExecutorError,
     IllegalPathError,
     InputMismatchError,
@@ -48,18 +51,22 @@ from .errors import (
     ShapeInferenceError,
     UnsupportedPaddlexError,
     WorkerCrashedError,
+    WorkerFailureError,
     WorkerStartError,
     http_status,
 )
 from .executor import ItemResult, ParallelExecutor, parallel
 from .paddlex.autoinstall import install_when_paddlex_loads
+from .paddlex.fonts import use_system_font
 from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
 
 __all__ = [
+    "AclCallError",
     "ConfigError",
     "ConvertError",
     "DeviceCallError",
+    "DeviceLostError",
     "ExecutorError",
     "IllegalPathError",
     "MismatchError",
@@ -78,6 +85,7 @@ __all__ = [
     "QueueFullError",
     "RequestTimeoutError",
     "WorkerCrashedError",
+    "WorkerFailureError",
     "WorkerStartError",
     "__version__",
     "http_status",
@@ -97,4 +105,5 @@ def _auto_install() -> bool:
 
 
 if _auto_install():
+    use_system_font()  # result images drawn with a font that is here, or one warning (paddlex/fonts.py)
     install_when_paddlex_loads()

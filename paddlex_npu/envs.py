@@ -76,6 +76,12 @@ SIM_LOCKS = EnvVar(
     "`$TMPDIR/paddlex_npu_sim-<uid>`",
     "Lock files of the simulated devices: processes that share this folder share the simulated NPUs.",
 )
+SIM_DEVICE_LOST = EnvVar(
+    "PADDLEX_NPU_SIM_DEVICE_LOST",
+    "unset (never)",
+    "A fault of the simulated device, for tests: `N` makes the Nth device call of each process, and every later "
+    "one, fail with `DeviceLostError` (a lost device context); a fresh process counts from 1 again.",
+)
 LOG_FORMAT = EnvVar(
     "PADDLEX_NPU_LOG_FORMAT",
     "unset (the library logs nowhere)",
@@ -89,9 +95,10 @@ LOG_LEVEL = EnvVar(
 )
 PDX_FONT = EnvVar(
     "PADDLE_PDX_LOCAL_FONT_FILE_PATH",
-    "unset (PaddleX downloads a font)",
-    "PaddleX's own: the TTF font PaddleX draws result images with. Set it offline, e.g. to "
-    "`/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`; the samples' environment does.",
+    "unset: `import paddlex_npu` sets a system font (WenQuanYi, Noto CJK, DejaVu, ...), else PaddleX downloads one",
+    "PaddleX's own: the TTF/TTC font PaddleX draws result images with. When it is unset and PaddleX not yet "
+    "imported, `import paddlex_npu` points it at a font of the system, or warns once that offline the result "
+    "images' texts stay blank (set it, e.g. to `/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf`).",
     read_by="PaddleX",
 )
 PDX_SOURCE_CHECK = EnvVar(
@@ -99,6 +106,48 @@ PDX_SOURCE_CHECK = EnvVar(
     "`False`",
     "PaddleX's own: `True` skips PaddleX's check of its model hosters at import (offline machines).",
     read_by="PaddleX",
+)
+# Foreign variables: set by CANN, Ray or a container, read by them and by paddlex-npu; they change what runs.
+VISIBLE_DEVICES = EnvVar(
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "unset (every chip visible)",
+    "CANN's: the physical NPUs this process sees, e.g. `4,5`; device ids (`npu:0`) are then logical, counted in "
+    "this list (Ray and Kubernetes' Ascend device plugin set it). `doctor` and `selftest` report it.",
+    read_by="CANN, paddlex-npu",
+)
+RAY_NOSET_VISIBLE = EnvVar(
+    "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+    "unset",
+    "Ray's: set, Ray leaves `ASCEND_RT_VISIBLE_DEVICES` alone in its actors, and the NPU Ray assigned is used by "
+    "its physical id (`paddlex_npu.ray`).",
+    read_by="Ray, paddlex-npu",
+)
+ASCEND_HOME = EnvVar(
+    "ASCEND_HOME_PATH",
+    "unset (set by CANN's `set_env.sh`)",
+    "CANN's install folder (`ASCEND_TOOLKIT_HOME` is read too); `doctor` reports the CANN environment missing "
+    "without either: `source /usr/local/Ascend/ascend-toolkit/set_env.sh`.",
+    read_by="CANN, paddlex-npu",
+)
+ASCEND_TOOLKIT_HOME = EnvVar(
+    "ASCEND_TOOLKIT_HOME",
+    "unset (set by CANN's `set_env.sh`)",
+    "CANN's toolkit folder; as `ASCEND_HOME_PATH` for `doctor`.",
+    read_by="CANN, paddlex-npu",
+)
+LD_LIBRARY_PATH = EnvVar(
+    "LD_LIBRARY_PATH",
+    "the system's",
+    "The dynamic loader's: CANN's `set_env.sh` adds the Ascend libraries that ais_bench loads (`doctor` counts "
+    "them); `triton-serve` puts this Python's `libpython` first for tritonserver's Python backend.",
+    read_by="the loader, paddlex-npu",
+)
+PROMETHEUS_MULTIPROC = EnvVar(
+    "PROMETHEUS_MULTIPROC_DIR",
+    "unset (`serve` sets its own)",
+    "prometheus-client's multiprocess folder: `serve` makes a fresh one per server and sets it before its workers "
+    "start (they inherit it), then removes it; a value set outside is replaced for that server.",
+    read_by="prometheus-client, serve",
 )
 
 VARIABLES: Tuple[EnvVar, ...] = (
@@ -111,10 +160,17 @@ VARIABLES: Tuple[EnvVar, ...] = (
     WORKERS_PER_DEVICE,
     SIM_STORE,
     SIM_LOCKS,
+    SIM_DEVICE_LOST,
     LOG_FORMAT,
     LOG_LEVEL,
     PDX_FONT,
     PDX_SOURCE_CHECK,
+    VISIBLE_DEVICES,
+    RAY_NOSET_VISIBLE,
+    ASCEND_HOME,
+    ASCEND_TOOLKIT_HOME,
+    LD_LIBRARY_PATH,
+    PROMETHEUS_MULTIPROC,
 )
 
 
@@ -155,6 +211,17 @@ def sim_store() -> Path:
 
 def sim_locks() -> Path:
     return Path(SIM_LOCKS.get() or Path(tempfile.gettempdir()) / f"paddlex_npu_sim-{os.getuid()}")
+
+
+def sim_device_lost() -> Optional[int]:
+    """``$PADDLEX_NPU_SIM_DEVICE_LOST`` as a call number (None when unset); a value that is no positive integer
+    is refused with the fix."""
+    value = SIM_DEVICE_LOST.get()
+    if value is None:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{SIM_DEVICE_LOST.name}={value!r}: give the device call (1, 2, ...) that loses the device")
+    return int(value)
 
 
 def markdown_table() -> str:

@@ -1,20 +1,44 @@
-"""Error types. Each message names the cause and the fix.
+"""Error types, and the one reply table of the servers. Each message names the cause and the fix.
 
-Every error has a ``category`` a server maps to an HTTP status (:func:`http_status`):
-
-- ``input``: the request is wrong (an image or shape outside what the model takes) -> 422, as PaddleX's app;
-- ``config``: the deployment is wrong (options, model files, PaddleX version) -> 500 with the message;
-- ``device``: the NPU or its runtime is unavailable or a device call failed -> 503 with the message;
-- ``runtime``: anything else paddlex-npu raises -> 500 with the message.
+Every error has a ``category``; :data:`REPLIES` maps each category to the HTTP status, the message form and the
+metrics label every server answers with (``paddlex-npu serve``, Ray Serve, the Triton models): :func:`reply`
+for an exception raised here, :func:`reply_to` for a :class:`Failure` that came back from a worker process.
+``docs/errors.md`` holds :func:`markdown_table` (a test checks it).
 """
 
 from __future__ import annotations
 
+import traceback as _traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-CATEGORIES = ("input", "config", "device", "runtime")
-HTTP_STATUS: Dict[str, int] = {"input": 422, "config": 500, "device": 503, "runtime": 500}
+
+@dataclass(frozen=True)
+class Reply:
+    """How a server answers an error of one category."""
+
+    status: int  # HTTP status (Triton: the answer's errorCode)
+    retry_after: bool  # the answer carries Retry-After: the same request may succeed later or elsewhere
+    metric: str  # the category label of paddlex_npu_requests_total and of the access record
+    meaning: str  # for the docs' table
+
+
+# The one reply table (a flat table: one row per category).
+REPLIES: Dict[str, Reply] = {
+    "input": Reply(422, False, "input", "the request is wrong: an image or shape outside what the model takes"),
+    "config": Reply(500, False, "config", "the deployment is wrong: options, model files, PaddleX version"),
+    "device": Reply(503, True, "device", "the NPU or its runtime is unavailable, or a device call failed"),
+    "device_lost": Reply(
+        503, True, "device_lost", "the device context is lost: the worker answers, exits and is restarted"
+    ),
+    "timeout": Reply(504, False, "timeout", "the request ran over the per-request timeout; its worker was replaced"),
+    "overload": Reply(503, True, "overload", "every worker is busy and the queue is full (or the server drains)"),
+    "runtime": Reply(500, False, "runtime", "anything else paddlex-npu raises"),
+}
+CATEGORIES = tuple(REPLIES)
+HTTP_STATUS: Dict[str, int] = {name: r.status for name, r in REPLIES.items()}
+INTERNAL = "Internal server error"
 
 
 class PaddlexNpuError(Exception):
@@ -97,24 +121,64 @@ class MismatchError(PatchError):
 
 
 def category_of(exc: BaseException) -> str:
-    """The category of an exception (see the module docstring); ``runtime`` for anything without one."""
+    """The category of an exception (a key of :data:`REPLIES`); ``runtime`` for anything without one."""
     category = getattr(exc, "category", None)
-    return category if category in CATEGORIES else "runtime"
+    return category if category in REPLIES else "runtime"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An error that crossed a process boundary (a worker's input that raised, a worker that died or ran over
+    its time): the exception's type name, text, traceback and category (a key of :data:`REPLIES`)."""
+
+    type: str
+    message: str
+    traceback: str = ""
+    category: str = "runtime"
+    internal: bool = False  # another library's exception without a category: its text is for the log only
+
+    @classmethod
+    def of(cls, exc: BaseException, with_traceback: bool = True) -> Failure:
+        """The failure of ``exc`` (call it while ``exc`` is being handled for its traceback)."""
+        trace = _traceback.format_exc() if with_traceback else ""
+        internal = not isinstance(exc, PaddlexNpuError) and getattr(exc, "category", None) not in REPLIES
+        return cls(type(exc).__name__, str(exc), trace, category_of(exc), internal)
+
+    @property
+    def device_lost(self) -> bool:
+        """The device context is lost: the worker that hit it exits after answering (it is restarted)."""
+        return self.category == "device_lost"
+
+
+def reply_to(failure: Failure) -> Tuple[int, str, bool]:
+    """``(status, message, retry_after)`` every server answers for ``failure``: the status of its category, and
+    ``"<Type>: <text>"`` for an error of paddlex-npu (or any with a known category); other exceptions are the
+    server's own bugs: 500 with only their type named (their text may hold internals; the log has it)."""
+    reply = REPLIES.get(failure.category, REPLIES["runtime"])
+    if failure.internal:
+        return 500, f"{INTERNAL} ({failure.type}); the details are in the server log", False
+    text = failure.message.strip()
+    return reply.status, f"{failure.type}: {text}" if text else failure.type, reply.retry_after
+
+
+def reply(exc: BaseException) -> Tuple[int, str, bool]:
+    """:func:`reply_to` for an exception raised in this process (another library's exception reads as ours when
+    it carries a known ``category`` attribute)."""
+    return reply_to(Failure.of(exc, with_traceback=False))
 
 
 def http_status(exc: BaseException) -> Tuple[int, str]:
-    """``(status, message)`` for a server's reply to a request that raised ``exc``.
+    """``(status, message)`` of :func:`reply` (the answer a server gives to a request that raised ``exc``)."""
+    status, message, _ = reply(exc)
+    return status, message
 
-    paddlex-npu errors (and any exception with a known ``category`` attribute) give their category's status
-    (input 422, config 500, device 503, runtime 500) and their own message, prefixed with the category. Other
-    exceptions are the server's own bugs: 500 with only their type named (their text may hold internals).
-    """
-    category = getattr(exc, "category", None)
-    if category not in CATEGORIES:
-        return 500, f"internal server error ({type(exc).__name__}); the details are in the server log"
-    text = str(exc).strip() or type(exc).__name__
-    label = {"input": "bad input", "config": "configuration error", "device": "device unavailable"}
-    return HTTP_STATUS[category], f"{label.get(category, 'error')}: {text}"
+
+def markdown_table() -> str:
+    """The docs' table of :data:`REPLIES` (``docs/errors.md``; a test checks the page holds it)."""
+    rows = ["| category | HTTP status | Retry-After | metrics label | meaning |", "|---|---|---|---|---|"]
+    for name, r in REPLIES.items():
+        rows.append(f"| `{name}` | {r.status} | {'yes' if r.retry_after else 'no'} | `{r.metric}` | {r.meaning} |")
+    return "\n".join(rows) + "\n"
 
 
 class ExecutorError(PaddlexNpuError, RuntimeError):
@@ -143,8 +207,37 @@ class QueueFullError(PaddlexNpuError, RuntimeError):
 class PoolClosedError(PaddlexNpuError, RuntimeError):
     """The pool is shutting down (or has lost every worker) and takes no more requests."""
 
-    category = "device"
+    category = "overload"
+
+
+class DeviceLostError(PaddlexNpuError, RuntimeError):
+    """The device context is lost (an AI Core exception, a device that dropped out, a context error): every later
+    call in this process would fail too. The input that hit it is answered with this error, then the worker
+    exits and its supervisor starts a fresh process (a fresh context); its restart budget bounds a device that
+    keeps failing."""
+
+    category = "device_lost"
 
 
 class WorkerStartError(ExecutorError):
     """A worker could not load its pipeline; the message ends with the worker's own error (its last line)."""
+
+
+class WorkerFailureError(PaddlexNpuError):
+    """A request's :class:`Failure` in a worker process, raised again where the request waits (a server's
+    request path) to be answered by its category (:func:`reply_to`)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.category = failure.category
+
+
+class AclCallError(PaddlexNpuError, RuntimeError):
+    """A pyACL call answered with ``ret`` != 0 or with a value of the wrong shape (``selftest``'s checks)."""
+
+    category = "device"
+
+    def __init__(self, call: str, ret: Optional[int], why: str = "") -> None:
+        self.call, self.ret = call, ret
+        super().__init__(f"{call} returned {ret}" + (f" ({why})" if why else ""))

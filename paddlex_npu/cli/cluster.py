@@ -175,7 +175,7 @@ def _is_ray_error(exc: BaseException) -> bool:
 def _ray_ocr_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", type=Path, help="image or PDF files, folders of them, glob patterns")
     p.add_argument("output", type=Path, help="the result file on this machine: .parquet or .jsonl, one row a page")
-    p.add_argument("--address", help="the Ray cluster (ray start's address, or auto); default: a local Ray")
+    p.add_argument("--address", help="the Ray cluster (ray start's address, or auto) (default: a local Ray)")
     p.add_argument("--pipeline", default="OCR", help="PaddleX pipeline name or YAML (model_dir: OM packages)")
     p.add_argument("--npus", type=_npus, default=1, help="NPU actors, one NPU each: N, or MIN-MAX to autoscale")
     p.add_argument("--batch-size", type=positive_int, default=4, help="inputs per Ray Data batch")
@@ -183,9 +183,9 @@ def _ray_ocr_args(p: argparse.ArgumentParser) -> None:
         "--decode",
         choices=("tasks", "actor"),
         default="tasks",
-        help="decode images and PDF pages in CPU tasks before the NPU actors (default), or in the actors",
+        help="decode images and PDF pages in CPU tasks before the NPU actors, or in the actors",
     )
-    p.add_argument("--format", choices=("parquet", "jsonl"), help="default: from OUTPUT's suffix")
+    p.add_argument("--format", choices=("parquet", "jsonl"), help="(default: from OUTPUT's suffix)")
     p.add_argument("--runtime", choices=RUNTIMES, help="PADDLEX_NPU_RUNTIME of the actors (default: ais_bench)")
     p.add_argument("--no-result-json", action="store_true", help="leave out the `result` column (the whole JSON)")
 
@@ -234,12 +234,12 @@ def _cmd_ray_serve(args: argparse.Namespace) -> int:
 
 def _ray_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
-    p.add_argument("--address", help="the Ray cluster (ray start's address, or auto); default: a local Ray")
+    p.add_argument("--address", help="the Ray cluster (ray start's address, or auto) (default: a local Ray)")
     p.add_argument("--host", default="127.0.0.1", help="where Serve's HTTP proxy listens (head node)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--name", default="paddlex-npu", help="the Serve application's name")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--replicas", type=positive_int, help="a fixed number of replicas (default 1)")
+    group.add_argument("--replicas", type=positive_int, help="a fixed number of replicas")
     group.add_argument(
         "--autoscaling",
         type=_json_object,
@@ -261,12 +261,14 @@ COMMANDS = (
         "OCR a corpus on a Ray cluster's NPUs (Ray Data), to Parquet or JSON lines",
         _cmd_ray_ocr,
         _ray_ocr_args,
+        example="paddlex-npu ray-ocr pages/ texts.parquet --address auto",
     ),
     Command(
         "ray-serve",
         "serve a pipeline on a Ray cluster's NPUs (Ray Serve, PaddleX's schema)",
         _cmd_ray_serve,
         _ray_serve_args,
+        example="paddlex-npu ray-serve ocr.yaml --address auto",
     ),
 )
 

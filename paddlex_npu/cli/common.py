@@ -1,33 +1,67 @@
-"""What every command group shares: the command record, the way a command fails, argparse types."""
+"""What every command group shares: the command record and its help style, the way a command fails, progress
+bars, argparse types.
+
+The help style (``tests/cli/test_cli_style.py`` checks it on every subcommand): a description, every option's
+default shown one way, ``(default: X)``, appended by :class:`HelpFormatter` from the option's own default (a help
+text names a default itself only when it is computed, as ``(default: ...)``), and an example.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, List, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Sequence, Tuple
 
 
 @dataclass(frozen=True)
 class Command:
-    """One ``paddlex-npu`` subcommand: its name, help line, what it runs and the arguments it takes."""
+    """One ``paddlex-npu`` subcommand: its name, help line, what it runs, the arguments it takes, an example."""
 
     name: str
     help: str
     run: Callable[[argparse.Namespace], int]
     add_args: Callable[[argparse.ArgumentParser], None] = lambda p: None
     needs_route: bool = False  # install the route into PaddleX first
-    show_defaults: bool = False  # --help shows each option's default
+    example: str = ""  # one command line (and a comment), shown at the end of --help
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends ``(default: X)`` to every option whose default is set (not None, not a flag's False)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if has_default(action) and action.option_strings and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def has_default(action: argparse.Action) -> bool:
+    """Whether ``--help`` shows the option's default (not None, not a flag's False, not an empty list)."""
+    default = action.default
+    return not (default is None or default is False or default is argparse.SUPPRESS or default == [])
 
 
 def add_commands(subparsers: argparse._SubParsersAction, commands: Sequence[Command]) -> None:
     """Register ``commands`` as subcommands (a group module's ``add_parsers`` calls this)."""
     for cmd in commands:
-        formatter = argparse.ArgumentDefaultsHelpFormatter if cmd.show_defaults else argparse.HelpFormatter
-        p = subparsers.add_parser(cmd.name, help=cmd.help, description=cmd.help, formatter_class=formatter)
+        epilog = f"example:\n  {cmd.example}" if cmd.example else None
+        p = subparsers.add_parser(
+            cmd.name, help=cmd.help, description=cmd.help, epilog=epilog, formatter_class=HelpFormatter
+        )
         cmd.add_args(p)
         p.set_defaults(func=cmd.run, needs_route=cmd.needs_route)
+
+
+@contextmanager
+def progress(total: int, desc: str, unit: str, quiet: bool = False) -> Iterator[Any]:
+    """A tqdm bar on stderr (nothing when ``quiet``); ``bar.update()`` per step."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=quiet, dynamic_ncols=True) as bar:
+        yield bar
 
 
 def install_route() -> None:

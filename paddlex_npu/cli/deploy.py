@@ -65,7 +65,7 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image", required=True, help="the container image (deploy/Dockerfile shows how to build one)")
     p.add_argument("-o", "--output", type=Path, default=Path("k8s"), help="folder for the manifests")
     p.add_argument("--name", default="paddlex-npu", help="name of the Deployment, Service, ConfigMap, HPA")
-    p.add_argument("--namespace", help="metadata.namespace (None: kubectl's current namespace)")
+    p.add_argument("--namespace", help="metadata.namespace (default: kubectl's current namespace)")
     p.add_argument("--replicas", type=positive_int, default=1, help="pods (each with --npus NPUs)")
     p.add_argument(
         "--npu-resource",
@@ -78,15 +78,17 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
         "--workers", type=positive_int, default=2, help="serve: worker processes per NPU; triton: instances per NPU"
     )
     volume = p.add_mutually_exclusive_group()
-    volume.add_argument("--models-host-path", help="the node folder holding the OM packages (None: --models-root)")
+    volume.add_argument("--models-host-path", help="the node folder holding the OM packages (default: --models-root)")
     volume.add_argument("--models-pvc", help="a PersistentVolumeClaim holding the OM packages instead of a hostPath")
     p.add_argument(
         "--models-root",
         type=Path,
-        help="the local folder whose tree the volume holds (None: the model_dirs' common parent)",
+        help="the local folder whose tree the volume holds (default: the model_dirs' common parent)",
     )
     p.add_argument("--models-mount", default="/models", help="where the model volume is mounted in the container")
-    p.add_argument("--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (None: 8080 / 8000)")
+    p.add_argument(
+        "--port", type=int, help="serve's HTTP port, or Triton's (gRPC +1, metrics +2) (default: 8080 / 8000)"
+    )
     p.add_argument(
         "--shutdown-grace", type=seconds_or_zero, default=5.0, help="serve: seconds answering 503 after SIGTERM"
     )
@@ -104,7 +106,7 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--hpa-in-flight",
         type=positive_int,
-        help="--hpa-metric in-flight: the target per pod (None: --workers x --npus, one request per worker)",
+        help="--hpa-metric in-flight: the target per pod (default: --workers x --npus, one request per worker)",
     )
     p.add_argument(
         "--node-selector", type=key_value, action="append", help="KEY=VALUE node label to require (repeatable)"
@@ -122,7 +124,7 @@ COMMANDS = (
         "write Kubernetes manifests (Deployment, Service, optional HPA) for serve or triton-serve on Ascend nodes",
         run_k8s,
         k8s_args,
-        show_defaults=True,
+        example="paddlex-npu k8s serve ocr.yaml --image REGISTRY/paddlex-npu:0.1.0 -o k8s",
     ),
 )
 

@@ -22,14 +22,16 @@ def run_foreign_cli(main: Callable[[], Optional[int]], prog: str, rest: List[str
 
 def run_paddlex(args: argparse.Namespace) -> int:
     install_route()  # before PaddleX's CLI module binds anything
-    from paddlex.paddlex_cli import main as paddlex_main
+    from ..paddlex.serving import paddlex_cli
 
-    return run_foreign_cli(paddlex_main, "paddlex", args.rest)
+    return run_foreign_cli(paddlex_cli(), "paddlex", args.rest)
 
 
 def run_paddleocr(args: argparse.Namespace) -> int:
     try:
-        from paddleocr._cli import main as paddleocr_main
+        from ..paddlex.serving import paddleocr_cli
+
+        paddleocr_main = paddleocr_cli()
     except ImportError as exc:
         return fail("paddleocr", RuntimeError(f"PaddleOCR is not installed ({exc}): `pip install paddleocr`"))
     return run_foreign_cli(paddleocr_main, "paddleocr", args.rest)
@@ -44,12 +46,14 @@ COMMANDS = (
         "run PaddleX's CLI with the plugin installed",
         run_paddlex,
         lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddlex`"),
+        example="paddlex-npu paddlex --pipeline ocr.yaml --input page.png --device npu:0 --engine om",
     ),
     Command(
         "paddleocr",
         "run PaddleOCR's CLI with the plugin installed",
         run_paddleocr,
         lambda p: p.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for `paddleocr`"),
+        example="paddlex-npu paddleocr ocr -i page.png --device npu:0 --enable_hpi True --paddlex_config ocr.yaml",
     ),
 )
 

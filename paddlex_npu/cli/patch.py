@@ -41,7 +41,15 @@ def patch_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-COMMANDS = (Command("patch", "check/apply/revert the fork patch on PaddleX's source", run_patch, patch_args),)
+COMMANDS = (
+    Command(
+        "patch",
+        "check/apply/revert the fork patch on PaddleX's source",
+        run_patch,
+        patch_args,
+        example="paddlex-npu patch --check",
+    ),
+)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

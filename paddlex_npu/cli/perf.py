@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import List
@@ -87,7 +88,7 @@ def _print_report(report) -> None:
         print(f"{route}: skipped: {why}")
     print(f"inputs: {report.input_desc}; {report.cost_model_text()}")
     for line in report.summary_lines():
-        print(line)
+        print(re.sub(r" \(target [^)]*\)", "", line))  # the project's own targets are not the user's
     print(_bar_chart(report))
 
 
@@ -138,10 +139,10 @@ def _print_serve_load(report, targets) -> None:
         f"{report.cores} cores / their sum is what this machine could answer if the cores were the run's alone"
     )
     shown = {
-        "batching_speedup_rec": "Triton dynamic batching / none, recognition, top concurrency (target >= 2)",
-        "serve_over_paddlex_ocr": "serve (most workers) / PaddleX basic serving, OCR, top concurrency (target >= 1.6)",
-        "serve_k1_over_paddlex_ocr": "serve K=1 / PaddleX basic serving, OCR, top concurrency (target >= 1)",
-        "failed": "failed requests over the run (target 0)",
+        "batching_speedup_rec": "Triton dynamic batching / none, recognition, top concurrency",
+        "serve_over_paddlex_ocr": "serve (most workers) / PaddleX basic serving, OCR, top concurrency",
+        "serve_k1_over_paddlex_ocr": "serve K=1 / PaddleX basic serving, OCR, top concurrency",
+        "failed": "failed requests over the run",
     }
     for key, what in shown.items():
         value = targets.get(key)
@@ -237,18 +238,26 @@ def run_benchmark_command(args: argparse.Namespace) -> int:
         return run_serve_bench(args)
 
     from ..errors import PaddlexNpuError
+    from ..perf.benchmark import INTERRUPTED
     from ..perf.chart import save
 
+    _apply_quick(args)
     try:
         config, paths, cpu = _benchmark_inputs(args)
         print(
             f"benchmark: {len(paths)} inputs x {args.repeat} passes per route, runtime {args.runtime}, "
-            f"workers {args.workers}"
+            f"workers {args.workers}, CPU engines {list(cpu) or 'none'}; {expected_time(args, len(paths), cpu)} "
+            "(Ctrl-C keeps the routes that finished)",
+            flush=True,
         )
         report = _run_benchmark_with_progress(args, config, paths, cpu)
     except PaddlexNpuError as exc:  # a model folder or input that is wrong, a route that cannot run here
         return fail("benchmark", exc)
+    interrupted = INTERRUPTED in report.skipped
     if not report.routes:
+        if interrupted:
+            print("paddlex-npu benchmark: interrupted before any route finished: nothing to keep", file=sys.stderr)
+            return 130
         reasons = "; ".join(f"{route}: {why}" for route, why in report.skipped.items())
         return fail("benchmark", RuntimeError(f"no route could run here ({reasons})"))
     _print_report(report)
@@ -257,7 +266,35 @@ def run_benchmark_command(args: argparse.Namespace) -> int:
         print(f"figures written to {args.json}")
     if args.plot:
         print(f"chart written to {save(report, Path(args.plot))}")
-    return 0
+    return 130 if interrupted else 0
+
+
+# --quick: a representative run in about a minute here (2 pages, 1 pass, 1 and 2 workers, ONNX Runtime's engine)
+QUICK = {"pages": 2, "repeat": 1, "workers": [1, 2], "engines": "onnxruntime", "rounds": 1}
+# Seconds per image by route kind on the 2-core VM of docs/benchmark.md, and per pipeline or worker start: the
+# expected time printed before a run (the progress bar's ETA follows the run itself).
+SECONDS_PER_IMAGE = {"simulated": 0.06, "reference": 0.5, "ais_bench": 0.06, "onnxruntime": 0.5, "paddle_static": 2.6}
+SECONDS_PER_START = 6.0
+
+
+def _apply_quick(args: argparse.Namespace) -> None:
+    """--quick: the QUICK values for every option left at its default."""
+    if not args.quick:
+        return
+    defaults = {"pages": 8, "repeat": 3, "workers": [1, 2, 3], "engines": "onnxruntime,paddle_static", "rounds": 1}
+    for name, value in QUICK.items():
+        if getattr(args, name) == defaults[name]:
+            setattr(args, name, value)
+
+
+def expected_time(args: argparse.Namespace, inputs: int, cpu) -> str:
+    """The run's expected time from :data:`SECONDS_PER_IMAGE`, in words."""
+    npu = (1 + len(args.workers)) * args.rounds * args.repeat * inputs * SECONDS_PER_IMAGE.get(args.runtime, 0.5)
+    engines = sum(args.repeat * inputs * SECONDS_PER_IMAGE.get(e, 1.0) for e in cpu)
+    starts = (1 + sum(args.workers) + len(cpu)) * SECONDS_PER_START
+    total = npu + engines + starts
+    quick = "" if args.quick else "; --quick for a short representative run"
+    return f"expect about {max(1, round(total / 60))} min on a 2-core machine{quick}"
 
 
 def benchmark_args(p: argparse.ArgumentParser) -> None:
@@ -267,29 +304,31 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
     )
     what.add_argument("--model", type=Path, help="one model folder (an OM package; inference.yml names the model)")
     p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
-    p.add_argument(
-        "--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given (default 8)"
-    )
-    p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route (default 3)")
+    p.add_argument("--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given")
+    p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route")
     p.add_argument(
         "--rounds",
         type=positive_int,
         default=1,
         help="time the NPU routes (--serve: every server's points, all servers running) this many times, "
-        "interleaved, and keep each one's median round (default 1)",
+        "interleaved, and keep each one's median round",
     )
-    p.add_argument(
-        "--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor (default 1,2,3)"
-    )
+    p.add_argument("--workers", type=positive_ints, default="1,2,3", help="worker counts for the executor")
     _runtime_arg(p)
     p.add_argument(
         "--engines",
         default="onnxruntime,paddle_static",
-        help="PaddleX's own CPU engines to compare, comma-separated; '' for none (default onnxruntime,paddle_static)",
+        help="PaddleX's own CPU engines to compare, comma-separated; '' for none",
     )
     p.add_argument("--json", help="write the figures to this JSON file")
     p.add_argument("--plot", help="write a chart PNG here (throughput and time per stage by route)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short representative run: --pages 2 --repeat 1 --workers 1,2 --engines onnxruntime, for the options "
+        "left unset",
+    )
     serving = p.add_argument_group("--serve: the serve-bench command (load on real servers over loopback HTTP)")
     serving.add_argument("--serve", action="store_true", help="measure the servers instead: `paddlex-npu serve-bench`")
     _serving_options(serving)
@@ -306,7 +345,7 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
         "--rounds",
         type=positive_int,
         default=1,
-        help="run every server at once and time each point this many times, interleaved; keep the median (default 1)",
+        help="run every server at once and time each point this many times, interleaved; keep the median",
     )
     _serving_options(p)
     p.set_defaults(command_name="serve-bench")
@@ -321,21 +360,15 @@ def _serving_options(group) -> None:
     group.add_argument(
         "--servers",
         default="triton-batching,triton-no-batching,serve-1,serve-2,paddlex",
-        help="servers to start in turn (default: all; serve-K: paddlex-npu serve with K workers)",
+        help="servers to start in turn (serve-K: paddlex-npu serve with K workers)",
     )
-    group.add_argument(
-        "--concurrency", type=positive_ints, default="1,4,16", help="clients in flight per point (default 1,4,16)"
-    )
-    group.add_argument("--seconds", type=positive_seconds, default=15, help="timed seconds per point (default 15)")
-    group.add_argument(
-        "--warmup", type=seconds_or_zero, default=3, help="warm-up seconds before each point (default 3)"
-    )
+    group.add_argument("--concurrency", type=positive_ints, default="1,4,16", help="clients in flight per point")
+    group.add_argument("--seconds", type=positive_seconds, default=15, help="timed seconds per point")
+    group.add_argument("--warmup", type=seconds_or_zero, default=3, help="warm-up seconds before each point")
     group.add_argument(
         "--soak", type=seconds_or_zero, default=0, help="seconds for the targets' top-concurrency points (e.g. 60)"
     )
-    group.add_argument(
-        "--instances", type=positive_int, default=1, help="Triton model instances per device (default 1)"
-    )
+    group.add_argument("--instances", type=positive_int, default=1, help="Triton model instances per device")
     group.add_argument(
         "--workdir", type=Path, help="folder for the repositories, server logs, replay store (default: a new temp one)"
     )
@@ -345,15 +378,37 @@ def capacity_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("report", type=Path, help="a benchmark JSON (paddlex-npu benchmark --runtime simulated --json F)")
     p.add_argument("--cores", type=float, help="host cores to plan for (with --npus)")
     p.add_argument("--npus", type=int, help="NPUs to plan for (with --cores)")
-    p.add_argument("--device", default="310P3", help="the NPU chip: 310P3 (Atlas 300I Pro) or 910B4 (default 310P3)")
-    p.add_argument("--cpu-speed", type=float, default=1.0, help="a host core's speed / the benchmark's (default 1)")
+    p.add_argument("--device", default="310P3", help="the NPU chip: 310P3 (Atlas 300I Pro) or 910B4")
+    p.add_argument("--cpu-speed", type=float, default=1.0, help="a host core's speed / the benchmark's")
     p.add_argument("--workers-per-npu", type=int, help="executor workers per NPU (default: the best)")
-    p.add_argument("--serving-ms", type=float, default=0.0, help="CPU ms per request of an HTTP front (default 0)")
-    p.add_argument("--front-processes", type=int, default=1, help="HTTP front processes (default 1)")
+    p.add_argument("--serving-ms", type=float, default=0.0, help="CPU ms per request of an HTTP front")
+    p.add_argument("--front-processes", type=int, default=1, help="HTTP front processes")
     p.add_argument(
-        "--contention", type=float, default=None, help="extra CPU per page with every core busy (default 0.14)"
+        "--contention", type=float, default=None, help="extra CPU per page with every core busy (default: 0.14)"
     )
     p.add_argument("--json", type=Path, help="write the predictions here")
+
+
+def _print_checks(checks, cores: int) -> None:
+    """The planner against the benchmark's own measurements, and whether it passed (CHECK_TOLERANCE)."""
+    if not checks:
+        return
+    print(f"self-check on the benchmark's machine ({cores} cores, 1 simulated NPU), planner vs measured:")
+    for c in checks:
+        print(f"  {c.route:<26} measured {c.measured:7.1f}  predicted {c.predicted:7.1f}  ({100 * c.error:+.0f}%)")
+    worst = max(checks, key=lambda c: abs(c.error))
+    if abs(worst.error) > CHECK_TOLERANCE:
+        print(
+            f"self-check FAILED: the planner is {100 * worst.error:+.0f}% off the benchmark's own {worst.route} "
+            f"(more than {100 * CHECK_TOLERANCE:.0f}%): do not trust the predictions below. Cause: other work "
+            "shared the machine during the benchmark, or a runtime other than simulated; fix: run paddlex-npu "
+            "benchmark --runtime simulated on an idle machine, then capacity again"
+        )
+    else:
+        print(f"self-check passed: within {100 * CHECK_TOLERANCE:.0f}% on every executor route")
+
+
+CHECK_TOLERANCE = 0.15  # capacity's self-check: the planner within 15% of the benchmark's own measurements
 
 
 def run_capacity(args: argparse.Namespace) -> int:
@@ -399,10 +454,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"paddlex-npu capacity: {exc}", file=sys.stderr)
         return 1
-    if checks:
-        print(f"this machine ({report.cores} cores, 1 simulated NPU): planner against the benchmark's executor routes")
-        for c in checks:
-            print(f"  {c.route:<26} measured {c.measured:7.1f}  predicted {c.predicted:7.1f}  ({100 * c.error:+.0f}%)")
+    _print_checks(checks, report.cores)
     for p in predictions:
         print("\n".join(format_prediction(p)))
     if args.json:
@@ -424,18 +476,21 @@ COMMANDS = (
         "throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines",
         run_benchmark_command,
         benchmark_args,
+        example="paddlex-npu benchmark --quick --json bench.json   # a few minutes; the full run states its time",
     ),
     Command(
         "serve-bench",
         "load on real servers over loopback HTTP: Triton, paddlex-npu serve, PaddleX's basic serving",
         run_serve_bench,
         serve_bench_args,
+        example="paddlex-npu serve-bench --servers serve-1 --concurrency 1,4 --seconds 5",
     ),
     Command(
         "capacity",
         "predict pages/s and the bottleneck for N cores x M NPUs from a benchmark JSON",
         run_capacity,
         capacity_args,
+        example="paddlex-npu capacity bench.json --cores 32 --npus 4",
     ),
 )
 

@@ -83,13 +83,13 @@ def selftest_args(p: argparse.ArgumentParser) -> None:
         "--device-id",
         type=int,
         default=0,
-        help="logical NPU id, counted after ASCEND_RT_VISIBLE_DEVICES (default 0)",
+        help="logical NPU id, counted after ASCEND_RT_VISIBLE_DEVICES",
     )
     p.add_argument(
         "--runtime",
         default="ais_bench",
         choices=("ais_bench", "reference"),
-        help="ais_bench: the NPU (default); reference: the same checks on the CPU against packages built by convert",
+        help="ais_bench: the NPU; reference: the same checks on the CPU against packages built by convert",
     )
 
 
@@ -127,17 +127,33 @@ def runtime_line() -> Tuple[str, bool]:
 
 
 COMMANDS = (
-    Command("inspect", "what an OM package or ONNX holds", run_inspect, lambda p: p.add_argument("path", type=Path)),
-    Command("doctor", "check the machine for the NPU route and say how to fix it", run_doctor),
+    Command(
+        "inspect",
+        "what an OM package or ONNX holds",
+        run_inspect,
+        lambda p: p.add_argument("path", type=Path, help="an OM package folder, an .om or an .onnx"),
+        example="paddlex-npu inspect ~/.cache/paddlex_npu/assets/om/PP-OCRv4_mobile_det",
+    ),
+    Command(
+        "doctor",
+        "check the machine for the NPU route and say how to fix it",
+        run_doctor,
+        example="paddlex-npu doctor",
+    ),
     Command(
         "support",
         "which PaddleX predictors the NPU route covers (from PaddleX's registry)",
         run_support,
         needs_route=True,
+        example="paddlex-npu support",
     ),
-    Command("info", "show versions and runtimes", run_info),
+    Command("info", "show versions and runtimes", run_info, example="paddlex-npu info"),
     Command(
-        "selftest", "hardware acceptance: the route on the NPU vs the reference runtime", run_selftest, selftest_args
+        "selftest",
+        "hardware acceptance: the route on the NPU vs the reference runtime",
+        run_selftest,
+        selftest_args,
+        example="paddlex-npu selftest --om-root DIR --json report.json",
     ),
 )
 

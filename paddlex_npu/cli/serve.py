@@ -3,53 +3,101 @@
 from __future__ import annotations
 
 import argparse
+import re
+import socket
 import sys
+import time
 
 from .common import Command, add_commands, fail, positive_int, positive_number, seconds_or_zero
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from ..deps import require
-    from ..errors import PaddlexNpuError
+    from ..errors import PaddlexNpuError, WorkerStartError
     from ..log import configure_logging
-    from ..paddlex.pipelines import load_config
-    from ..serve.http import ServeOptions, serve
+    from ..paddlex.pipelines import check_route_config, load_config
+    from ..serve.http import serve
     from ..serve.route import parse_devices
 
     try:
+        check_port(args.host, args.port)  # before anything loads: a port in use fails in a second, not after loading
         for module in ("fastapi", "uvicorn"):  # PaddleX's serving app: its `serving` extra, not installed by default
             require(module, "paddlex-npu serve")
-        options = ServeOptions(
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            devices=tuple(parse_devices(args.device)),
-            runtime=args.runtime,
-            max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-            max_image_pixels=args.max_image_pixels,
-            max_request_pixels=args.max_request_pixels,
-            max_queue=args.max_queue,
-            request_timeout=args.request_timeout or None,
-            restart_limit=args.restart_limit,
-            restart_window=args.restart_window,
-            shutdown_grace=args.shutdown_grace,
-        )
-        if options.workers < 1:
-            raise ValueError(f"--workers must be >= 1, got {options.workers}")
+        options = _serve_options(args, tuple(parse_devices(args.device)))
         config = load_config(args.pipeline)
+        check_route_config(config, str(args.pipeline))
         configure_logging(args.log_level, args.log_format)
+        start = time.monotonic()
+        workers = options.workers * len(options.devices)
+        print(
+            f"paddlex-npu serve: loading the pipeline in {workers} worker process(es) (/ready answers 503 until "
+            "they are loaded; tens of seconds each on a busy CPU)",
+            flush=True,
+        )
         serve(
             config,
             options,
             on_ready=lambda url: print(
                 f"paddlex-npu serve: {url} ({options.workers} worker(s) "
-                f"on each of npu:{','.join(map(str, options.devices))})",
+                f"on each of npu:{','.join(map(str, options.devices))}, loaded in {time.monotonic() - start:.0f} s)",
                 flush=True,
             ),
         )
+    except WorkerStartError as exc:
+        return fail("serve", RuntimeError(cause_first_and_last(str(exc))))
     except (PaddlexNpuError, ValueError) as exc:
         return fail("serve", exc)
     return 0
+
+
+def _serve_options(args: argparse.Namespace, devices: tuple):
+    from ..serve.http import ServeOptions
+
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        devices=devices,
+        runtime=args.runtime,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_image_pixels=args.max_image_pixels,
+        max_request_pixels=args.max_request_pixels,
+        max_queue=args.max_queue,
+        request_timeout=args.request_timeout or None,
+        restart_limit=args.restart_limit,
+        restart_window=args.restart_window,
+        shutdown_grace=args.shutdown_grace,
+    )
+    if options.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {options.workers}")
+    return options
+
+
+def check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` as uvicorn will (SO_REUSEADDR) and let it go: a port in use or an address this machine
+    lacks is refused before any worker loads."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ValueError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}): another process holds the port, or the "
+                f"address is not this machine's; stop it or give another --port (or --host)"
+            ) from None
+
+
+def cause_first_and_last(text: str) -> str:
+    """A worker's start-up failure with its cause on the first line and again on the last: the worker's own
+    exception (its whole first line, which names the fix), not the last line of a multi-line message."""
+    head, sep, traceback = text.partition("\nthe worker's traceback:\n")
+    lines = traceback.rstrip().splitlines()[:-1]  # the pool repeats its one-line summary last
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    start = next((i for i in range(frames[-1] + 1 if frames else 0, len(lines)) if not lines[i][:1].isspace()), None)
+    if not sep or start is None:
+        return text
+    cause = re.sub(r"^[\w.]+\.(\w+: )", r"\1", lines[start])  # paddlex_npu.errors.ModelFileError -> ModelFileError
+    return f"{head.split(': ', 1)[0]}: {cause}\nthe worker's traceback:\n" + "\n".join(lines) + f"\n{cause}"
 
 
 def serve_args(p: argparse.ArgumentParser) -> None:
@@ -65,7 +113,7 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         "--runtime",
         choices=("ais_bench", "reference", "simulated"),
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
-        "with modelled NPU timing, as benchmark --serve); None: $PADDLEX_NPU_RUNTIME, else ais_bench",
+        "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
     )
     p.add_argument("--max-body-mb", type=positive_number, default=64, help="largest request body in MB (413 above)")
     p.add_argument(
@@ -95,7 +143,7 @@ def serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restart-limit",
         type=int,
-        help="dead workers replaced per --restart-window; None: 2 per worker",
+        help="dead workers replaced per --restart-window (default: 2 per worker)",
     )
     p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
     p.add_argument("--shutdown-grace", type=seconds_or_zero, default=0.0, help="seconds answering 503 after SIGTERM")
@@ -157,13 +205,13 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
         "--max-image-pixels",
         type=int,
         default=DEFAULT_MAX_IMAGE_PIXELS,
-        help=f"as serve's, read before decoding (default {DEFAULT_MAX_IMAGE_PIXELS})",
+        help="as serve's, read before decoding",
     )
     p.add_argument(
         "--max-request-pixels",
         type=int,
         default=DEFAULT_MAX_REQUEST_PIXELS,
-        help=f"as serve's, per request (default {DEFAULT_MAX_REQUEST_PIXELS})",
+        help="as serve's, per request",
     )
 
 
@@ -184,17 +232,25 @@ def run_triton_serve(args: argparse.Namespace) -> int:
     except PaddlexNpuError as exc:
         return fail("triton-serve", exc)
     print(" ".join(argv), flush=True)
-    from ..serve.triton_watch import run_supervised
+    from ..executor.pool import RestartBudget
+    from ..serve.triton_watch import DEFAULT_RELOADS, run_supervised
 
     local = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
-    return run_supervised(
-        argv, env, (local, args.http_port), lambda text: print(text, file=sys.stderr, flush=True), not args.poll
-    )
+    budget = RestartBudget(DEFAULT_RELOADS if args.restart_limit is None else args.restart_limit, args.restart_window)
+    return run_supervised(argv, env, (local, args.http_port), _say, not args.poll, budget)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("repo", help="a repository written by `paddlex-npu triton-repo PIPELINE.yaml REPO` (checked first)")
-    p.add_argument("--host", default="0.0.0.0", help="address of the HTTP and gRPC endpoints and the metrics port")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address of the HTTP and gRPC endpoints and the metrics port (0.0.0.0 in a container)",
+    )
     p.add_argument("--http-port", type=int, default=8000, help="Triton's HTTP/REST port (/v2/...)")
     p.add_argument("--grpc-port", type=int, default=8001, help="Triton's gRPC port")
     p.add_argument(
@@ -203,9 +259,15 @@ def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--poll", type=int, help="poll the repository every N seconds (new versions roll in)")
     p.add_argument(
         "--workdir",
-        help="folder for the Python backend files (None: $PADDLEX_NPU_CACHE, else ~/.cache/paddlex_npu, "
-        "then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>; never inside or beside REPO)",
+        help="folder for the Python backend files, never inside or beside REPO (default: $PADDLEX_NPU_CACHE, else "
+        "~/.cache/paddlex_npu, then tritonserver/py<X.Y>-<hash of the nvidia-pytriton install>)",
     )
+    p.add_argument(
+        "--restart-limit",
+        type=int,
+        help="model reloads after a dead stub per --restart-window (then the model is unloaded: /ready 503); None: 4",
+    )
+    p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")
 
 
 COMMANDS = (
@@ -214,20 +276,21 @@ COMMANDS = (
         "serve a pipeline over HTTP with PaddleX's app, K worker processes per NPU",
         run_serve,
         serve_args,
-        show_defaults=True,
+        example="paddlex-npu serve ocr.yaml --port 8080 --workers 2 --device npu:0,1",
     ),
     Command(
         "triton-repo",
         "write a Triton model repository for the OCR pipeline on the NPU route",
         run_triton_repo,
         triton_repo_args,
+        example="paddlex-npu triton-repo ocr.yaml triton-repo",
     ),
     Command(
         "triton-serve",
         "run nvidia-pytriton's tritonserver on a repository",
         run_triton_serve,
         triton_serve_args,
-        show_defaults=True,
+        example="paddlex-npu triton-serve triton-repo --host 0.0.0.0   # all interfaces: in a container",
     ),
 )
 

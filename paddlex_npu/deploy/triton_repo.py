@@ -308,8 +308,8 @@ def _pytriton_dir() -> Path:
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.origin:
         raise ConfigError(
-            "tritonserver not found: it comes with the nvidia-pytriton wheel, "
-            "`pip install -r requirements/serving.txt` (Linux x86_64/aarch64, glibc >= 2.35)"
+            "tritonserver not found: it comes with the nvidia-pytriton wheel, `pip install 'paddlex-npu[triton]'` "
+            "(or `pip install nvidia-pytriton==0.7.0`; Linux x86_64/aarch64, glibc >= 2.35)"
         )
     return Path(spec.origin).parent
 

@@ -1,14 +1,21 @@
-"""The supervised worker pool of ``paddlex-npu serve``: worker processes (:mod:`.worker`, the executor's) that each
-hold one pipeline on one device, and a supervisor thread that feeds them from a bounded queue and replaces the dead.
+"""The one supervised worker pool, under ``paddlex-npu serve`` and the executor's ordered stream
+(:mod:`.executor`): worker processes (:mod:`.worker`) that each hold one pipeline on one device, and a supervisor
+thread that feeds them from a bounded queue and replaces the dead. :class:`Pool` is the interface the servers and
+the executor depend on (Ray Serve's replica implements it over a pipeline in its own process).
 
 - :meth:`WorkerPool.submit` returns a :class:`~concurrent.futures.Future` at once, or raises
   :class:`QueueFullError` when ``max_queue`` requests already wait (the server answers 503 + ``Retry-After``);
   a future cancelled while it waits (the client went away) never reaches a worker;
-- each worker runs one request at a time; a request running longer than ``timeout`` seconds fails with
-  :class:`RequestTimeoutError` and its worker is killed and replaced;
+- each worker runs one request at a time; a request running longer than ``timeout`` seconds fails (a
+  ``RequestTimeout`` failure, category ``timeout``) and its worker is killed and replaced;
+- a request that ran comes back as a :class:`PoolResult` whose ``done`` holds the results or a
+  :class:`~..errors.Failure`; only admission raises (:class:`~..errors.QueueFullError`,
+  :class:`~..errors.PoolClosedError`);
 - a worker that dies (crash, ``kill -9``, out of memory) is replaced; the request it was running is retried once
-  on another worker when the caller said it is safe, else fails with :class:`WorkerCrashedError`; the other
-  requests are not touched;
+  on another worker when the caller said it is safe, else fails (a ``WorkerCrashed`` failure,
+  :class:`~..errors.WorkerCrashedError`'s category); the other requests are not touched;
+- a worker whose input hit a device-fatal error (:class:`~..errors.DeviceLostError`) answers it and exits; it is
+  replaced on a fresh process like a crashed one;
 - replacements are limited by a :class:`RestartBudget` (so many per time window, not per lifetime): a pipeline
   that crashes on every start does not restart for ever, and one that crashes rarely lives for ever;
 - :attr:`WorkerPool.status` says whether every worker is loaded (readiness) and whether any is alive (liveness).
@@ -25,9 +32,10 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol
 
 from ..errors import (
+    Failure,
     PoolClosedError,
     QueueFullError,
     RequestTimeoutError,
@@ -74,7 +82,8 @@ class RestartBudget:
 
 @dataclass
 class PoolResult:
-    """A finished request: the worker's :class:`~.worker.Done`, and which worker ran it, how many times."""
+    """A finished request: the worker's :class:`~.worker.Done` (results, or a :class:`~..errors.Failure`), and
+    which worker ran it, how many times."""
 
     done: Done
     pid: int
@@ -104,6 +113,26 @@ class PoolStatus:
         return not self.closing and self.ready == self.size
 
 
+class Pool(Protocol):
+    """What ``serve``, Ray Serve and the executor need of a pool (:class:`WorkerPool`, Ray Serve's replica)."""
+
+    size: int
+
+    def submit(
+        self,
+        item: Any,
+        kwargs: Optional[Dict[str, Any]] = None,
+        transform_kwargs: Optional[Dict[str, Any]] = None,
+        retry_safe: bool = True,
+        timeout: Optional[float] = None,
+    ) -> Future: ...
+
+    @property
+    def status(self) -> PoolStatus: ...
+
+    def close(self, wait: bool = True) -> None: ...
+
+
 @dataclass
 class _Job:
     id: int
@@ -125,6 +154,7 @@ class _Worker:
     pid: int = 0
     job: Optional[_Job] = None
     started: float = 0.0  # when its job was sent
+    lost: str = ""  # its device context is lost: it exits after answering
 
 
 @dataclass
@@ -148,7 +178,10 @@ class WorkerPool:
         timeout: Optional[float] = None,
         retries: int = 1,
         restarts: Optional[RestartBudget] = None,
+        spawn: Optional[Callable[[int], Any]] = None,
     ) -> None:
+        """``spawn``: what starts a worker of a device (default :meth:`start_worker`; the executor names its own,
+        which calls it)."""
         if workers_per_device < 1 or not specs:
             raise ValueError(f"need a device and at least one worker per device, got {workers_per_device}")
         if max_queue < 0:
@@ -171,6 +204,7 @@ class WorkerPool:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._thread: Optional[threading.Thread] = None
+        self._spawn = spawn or self.start_worker
 
     # ---- life cycle ---------------------------------------------------------------------------------------
     def start(self, timeout: float = 900.0) -> None:
@@ -185,14 +219,14 @@ class WorkerPool:
                 left = end - time.monotonic()
                 if not w.conn.poll(max(0.0, left)):
                     raise WorkerStartError(
-                        f"a worker on npu:{w.device_id} did not load the pipeline within {timeout:.0f} s"
+                        f"a worker on npu:{w.device_id} did not create the pipeline within {timeout:.0f} s"
                     )
                 msg = self._recv(w)
                 if not isinstance(msg, Ready):
                     raise WorkerStartError(self._start_failure(w, msg))
                 w.ready, w.pid = True, msg.pid
         except BaseException:
-            self.close(wait=False)
+            self.close(force=True)
             raise
         self._thread = threading.Thread(target=self._supervise, name="paddlex-npu-pool", daemon=True)
         self._thread.start()
@@ -200,49 +234,36 @@ class WorkerPool:
     def _start_failure(self, w: _Worker, msg: Any) -> str:
         if isinstance(msg, Fatal):
             cause = msg.text.strip().splitlines()[-1] if msg.text.strip() else "no error text"
-            head = f"a worker on npu:{w.device_id} could not load the pipeline: {cause}"
+            head = f"a worker on npu:{w.device_id} could not create the pipeline: {cause}"
             return f"{head}\nthe worker's traceback:\n{msg.text.rstrip()}\n{cause}"
         w.process.join(5)
         return (
-            f"a worker on npu:{w.device_id} exited with code {w.process.exitcode} while loading the pipeline (killed, "
-            "or out of memory?); its output is above"
+            f"a worker on npu:{w.device_id} could not create the pipeline: it exited with code {w.process.exitcode} "
+            "while loading (killed, or out of memory?); its output is above (if it is Python's 'bootstrapping phase' "
+            "error, or paddlex-npu's about importing the main module: the script starts the executor at import; "
+            'put that code under if __name__ == "__main__":)'
         )
 
-    def close(self, wait: bool = True, timeout: float = 30.0) -> None:
+    def close(self, wait: bool = True, timeout: float = 30.0, force: bool = False) -> None:
         """Stop taking requests; waiting ones fail with :class:`PoolClosedError`; workers finish their request
-        (``wait``) and exit, and are terminated if they linger."""
-        with self._lock:
+        (``wait``) and exit, and are terminated if they linger (``force``: at once, e.g. after Ctrl-C). The workers
+        are stopped whatever happens meanwhile (a second Ctrl-C)."""
+        with self._lock:  # the supervisor starts no worker once closing is set
             self._closing = True
             queued, self._queue = list(self._queue), collections.deque()
-            workers = list(self._workers)
-        for job in queued:
-            _fail(job.future, PoolClosedError("the server is shutting down; retry on another server"))
-        self._wake()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout if wait else 5)
-        with self._lock:
-            workers, self._workers = self._workers or workers, []
-        for w in workers:
-            try:
-                w.conn.send(None)
-            except (OSError, ValueError):
-                pass
-        deadline = time.monotonic() + (timeout if wait else 2.0)
-        for w in workers:
-            w.process.join(max(0.0, deadline - time.monotonic()))
-        for w in workers:
-            if w.process.is_alive():
-                w.process.terminate()
-        for w in workers:
-            w.process.join(5)
-            if w.process.is_alive():
-                w.process.kill()
-                w.process.join(5)
-            if w.job is not None:
-                _fail(w.job.future, PoolClosedError("the server shut down before this request finished"))
-            w.conn.close()
-        for s in (self._wake_r, self._wake_w):
-            s.close()
+            workers, self._workers = self._workers, []
+        try:
+            if not force:
+                _ask_to_stop(workers, time.monotonic() + (timeout if wait else 2.0))
+        finally:
+            _stop_all(workers)
+            self._wake()
+            for job in queued + [w.job for w in workers if w.job is not None]:
+                _fail(job.future, PoolClosedError("the pool is shutting down; retry on another server"))
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(5)
+            for sock in (self._wake_r, self._wake_w):
+                sock.close()
 
     # ---- requests -----------------------------------------------------------------------------------------
     def submit(
@@ -258,7 +279,7 @@ class WorkerPool:
         future: Future = Future()
         with self._lock:
             if self._closing:
-                raise PoolClosedError("the server is shutting down; retry on another server")
+                raise PoolClosedError("the pool is shutting down; retry on another server")
             if not any(w for w in self._workers):
                 raise PoolClosedError(f"every worker died and none could be restarted: {self._last_error}")
             idle = sum(1 for w in self._workers if w.ready and w.job is None)
@@ -297,7 +318,8 @@ class WorkerPool:
             return [w.pid for w in self._workers if w.ready]
 
     # ---- the supervisor -----------------------------------------------------------------------------------
-    def _spawn(self, device_id: int) -> _Worker:
+    def start_worker(self, device_id: int) -> _Worker:
+        """Start one worker process for ``device_id`` (it loads its pipeline, then says :class:`~.worker.Ready`)."""
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=worker_main, args=(child, self.specs[device_id]), daemon=True, name=f"paddlex-npu:{device_id}"
@@ -358,7 +380,7 @@ class WorkerPool:
 
     def _dispatch(self) -> None:
         for w in self._workers:
-            if not (w.ready and w.job is None):
+            if not (w.ready and w.job is None) or w.lost:
                 continue
             while self._queue:
                 job = self._queue.popleft()
@@ -389,47 +411,54 @@ class WorkerPool:
                 break
             if isinstance(msg, Ready):
                 w.ready, w.pid = True, msg.pid
-                logger.info("serve: a new worker (pid %d) on npu:%d is ready", msg.pid, w.device_id)
+                logger.info("pool: a new worker (pid %d) on npu:%d is ready", msg.pid, w.device_id)
             elif isinstance(msg, Fatal):
                 self._last_error = msg.text.strip().splitlines()[-1] if msg.text.strip() else "a worker failed"
                 logger.error("a replacement worker on npu:%d could not load the pipeline:\n%s", w.device_id, msg.text)
             elif isinstance(msg, Done) and w.job is not None and msg.key == w.job.id:
                 job, w.job = w.job, None
+                if msg.failure is not None and msg.failure.device_lost:
+                    w.lost = f"npu:{w.device_id} lost its device context ({msg.failure.message})"
                 if not job.future.done():
                     job.future.set_result(PoolResult(msg, w.pid, w.device_id, job.attempts))
         self._dead(w)
 
-    def _dead(self, w: _Worker, why: str = "") -> None:
+    def _dead(self, w: _Worker, timed_out: str = "") -> None:
+        """``w`` is gone (crashed, killed after ``timed_out``, or exited after a device-fatal error): its request
+        is retried or answered with a failure, and a replacement starts while the restart budget allows."""
         w.process.join(5)
-        code = w.process.exitcode
         self._workers.remove(w)
         w.conn.close()
         job = w.job
-        if not why:
+        why = w.lost or f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {w.process.exitcode}"
+        if not timed_out:
             self.counters.crashed += 1
-            why = f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {code}"
-            self._last_error = self._last_error or why
-            logger.warning("%s%s", why, "; its request is retried" if job and self._can_retry(job) else "")
+            self._last_error = w.lost or self._last_error or why
+            retried = job is not None and self._can_retry(job)
+            logger.warning("%s%s; it is replaced", why, "; its request is retried" if retried else "")
         if job is not None and not job.future.done():
-            if not why.startswith("timeout") and self._can_retry(job):
+            if timed_out:
+                failure = Failure("RequestTimeout", timed_out, "", RequestTimeoutError.category)
+                job.future.set_result(PoolResult(Done(job.id, False, failure), w.pid, w.device_id, job.attempts))
+            elif self._can_retry(job):
                 self.counters.retried += 1
                 self._queue.appendleft(job)
-            elif why.startswith("timeout"):
-                _fail(job.future, RequestTimeoutError(why[len("timeout: ") :]))
             else:
-                _fail(job.future, WorkerCrashedError(f"{why} while running this request; retry it"))
+                text = f"{why} while running this input, {job.attempts} time(s); retry it"
+                failure = Failure("WorkerCrashed", text, "", WorkerCrashedError.category)
+                job.future.set_result(PoolResult(Done(job.id, False, failure), w.pid, w.device_id, job.attempts))
         if self.restarts.take():
             self._workers.append(self._spawn(w.device_id))
-        else:
-            self._last_error = (
-                f"npu:{w.device_id} lost a worker and the restart budget ({self.restarts.limit} per "
-                f"{self.restarts.window:g} s) is spent"
-            )
-            logger.error("%s", self._last_error)
-            if not self._workers:
-                for queued in self._queue:
-                    _fail(queued.future, PoolClosedError(f"every worker died: {self._last_error}"))
-                self._queue.clear()
+            return
+        self._last_error = (
+            f"npu:{w.device_id} lost a worker ({why}) and the restart budget ({self.restarts.limit} per "
+            f"{self.restarts.window:g} s) is spent"
+        )
+        logger.error("%s", self._last_error)
+        if not self._workers:
+            for queued in self._queue:
+                _fail(queued.future, PoolClosedError(f"every worker died: {self._last_error}"))
+            self._queue.clear()
 
     def _can_retry(self, job: _Job) -> bool:
         return job.retry_safe and job.attempts <= self.retries
@@ -447,7 +476,11 @@ class WorkerPool:
                     w.device_id,
                 )
                 w.process.kill()
-                self._dead(w, f"timeout: the request ran over the server's timeout of {job.timeout:g} s")
+                self._dead(
+                    w,
+                    f"the input ran over the timeout of {job.timeout:g} s (serve's --request-timeout, the executor's "
+                    "timeout); its worker was replaced",
+                )
 
 
 def _fail(future: Future, exc: BaseException) -> None:
@@ -456,3 +489,30 @@ def _fail(future: Future, exc: BaseException) -> None:
     if not future.running() and not future.set_running_or_notify_cancel():
         return
     future.set_exception(exc)
+
+
+def _ask_to_stop(workers: List[_Worker], deadline: float) -> None:
+    """Ask each worker to exit after its request (``None``) and wait for them until ``deadline``."""
+    for w in workers:
+        try:
+            w.conn.send(None)
+        except (OSError, ValueError):
+            pass
+    for w in workers:
+        w.process.join(max(0.0, deadline - time.monotonic()))
+
+
+def _stop_all(workers: List[_Worker]) -> None:
+    """Terminate every worker still alive (signals first, all at once, then joins); killed if they linger."""
+    try:
+        for w in workers:
+            if w.process.is_alive():
+                w.process.terminate()
+        for w in workers:
+            w.process.join(5)
+    finally:
+        for w in workers:
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(5)
+            w.conn.close()

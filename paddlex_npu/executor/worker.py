@@ -1,7 +1,11 @@
 """The worker process of the executor and of ``serve`` (one supervised pool, :mod:`.pool`): one PaddleX pipeline
 (its own sessions) on one device, one input at a time, answering over a pipe. The messages are the dataclasses
 below: to the worker :class:`Task` or ``None`` (stop); from it :class:`Ready`, :class:`Fatal` (the pipeline did
-not load) and :class:`Done` (one per task, in order)."""
+not load) and :class:`Done` (one per task, in order). A task whose error is device-fatal
+(:class:`~..errors.DeviceLostError`) is answered, then the worker exits: its supervisor starts a fresh process.
+
+:func:`run_one` is the public entry for a runner that holds the pipeline in its own process (Ray Serve's
+replica): the same call, transform, timing and :class:`~..errors.Failure` as a worker's."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional, Union
 
+from ..errors import Failure
 from ..log import configure_from_environment
 
 
@@ -58,13 +63,17 @@ class Fatal:
 
 @dataclass
 class Done:
-    """One task's outcome: ``payload`` is the list of transformed results (``ok``), else ``(type, message,
-    traceback)`` of the error the pipeline raised."""
+    """One task's outcome: ``payload`` is the list of transformed results (``ok``), else the
+    :class:`~..errors.Failure` of the error the pipeline raised."""
 
     key: Any
     ok: bool
     payload: Any
     timing: Dict[str, float] = field(default_factory=dict)
+
+    @property
+    def failure(self) -> Optional[Failure]:
+        return None if self.ok else self.payload
 
 
 # The thread pools of the libraries a pipeline runs on (OpenMP, OpenBLAS, MKL, OpenCV's parallel_for): each sizes
@@ -89,15 +98,17 @@ def _sim_stats() -> Dict[str, float]:
     return simulated.stats()
 
 
-def _run_one(
+def run_one(
     pipeline: Any,
     spec: WorkerSpec,
     item: Any,
     kwargs: Optional[Dict[str, Any]] = None,
-    clock: Any = None,
     transform_kwargs: Optional[Dict[str, Any]] = None,
-) -> tuple:
-    """(ok, payload, timing) for one input: the transformed results, or the error's type, text and traceback."""
+    clock: Any = None,
+    key: Any = None,
+) -> Done:
+    """One input through ``pipeline``: a :class:`Done` holding the transformed results, or the
+    :class:`~..errors.Failure` of what the pipeline raised, and the timing (wall, CPU, simulated device, stages)."""
     transform = spec.transform
     stages0 = clock.totals() if clock is not None else {}
     t0, c0, s0 = time.perf_counter(), time.process_time(), _sim_stats()
@@ -106,10 +117,8 @@ def _run_one(
         extra = transform_kwargs or {}
         results = [transform(r, **extra) if transform else r for r in pipeline.predict(item, **merged)]
         ok, payload = True, results
-    except Exception as exc:  # reported for this input; the worker goes on with the next
-        from ..errors import category_of
-
-        ok, payload = False, (type(exc).__name__, str(exc), traceback.format_exc(), category_of(exc))
+    except Exception as exc:  # reported for this input; the worker goes on with the next (unless device-fatal)
+        ok, payload = False, Failure.of(exc)
     s1 = _sim_stats()
     timing = {
         "seconds": time.perf_counter() - t0,
@@ -117,7 +126,7 @@ def _run_one(
         **{f"sim_{k}": s1[k] - s0[k] for k in ("calls", "computed", "device_ms", "replay_ms", "compute_ms")},
         **{k: v - stages0[k] for k, v in (clock.totals() if clock is not None else {}).items()},
     }
-    return ok, payload, timing
+    return Done(key, ok, payload, timing)
 
 
 def _die_with_parent(parent: int, every: float = 1.0) -> None:
@@ -158,6 +167,12 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
         conn.send(Fatal(os.getpid(), traceback.format_exc()))
         return
     conn.send(Ready(os.getpid()))
+    _serve_tasks(conn, pipeline, spec, clock)
+
+
+def _serve_tasks(conn: Any, pipeline: Any, spec: WorkerSpec, clock: Any) -> None:
+    """Answer tasks until ``None``, the parent's end, or a device-fatal error (answered, then the worker exits
+    without touching the lost context again)."""
     while True:
         try:
             msg = conn.recv()
@@ -165,12 +180,14 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
             break
         if msg is None:
             break
-        ok, payload, timing = _run_one(pipeline, spec, msg.item, msg.kwargs, clock, msg.transform_kwargs)
+        done = run_one(pipeline, spec, msg.item, msg.kwargs, msg.transform_kwargs, clock, msg.key)
         try:
-            conn.send(Done(msg.key, ok, payload, timing))
+            conn.send(done)
         except Exception as exc:  # e.g. a result that does not pickle: report it as this input's error
             text = f"the result could not be sent to the parent ({exc}); pass a transform that returns plain data"
-            conn.send(Done(msg.key, False, (type(exc).__name__, text, traceback.format_exc(), "runtime"), timing))
+            conn.send(Done(msg.key, False, Failure(type(exc).__name__, text, traceback.format_exc()), done.timing))
+        if done.failure is not None and done.failure.device_lost:
+            return  # the process exits; its supervisor starts a fresh one
     try:
         pipeline.close()
     except Exception:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ..errors import ModelFileError
+from ..log import logger
 from .manifest import MANIFEST_NAME
 from .paths import check_model_path
 
@@ -48,6 +49,9 @@ def _check_readable(path: Path, folder: Path, how: str) -> None:
         raise ModelFileError(
             f"{path} cannot be read (permissions or an empty file): fix its permissions or produce it again; {how}"
         )
+
+
+_PLAIN_ONNX_SAID: set = set()  # folders warned about once per process
 
 
 def _missing_om(folder: Path) -> ModelFileError:
@@ -106,11 +110,20 @@ def resolve_om_package(model_dir: Union[str, Path, None], runtime: str) -> OMPac
         _check_readable(
             onnx_path,
             folder,
-            "the CPU reference runtime runs the ONNX the OM was converted from; export it from the Paddle model "
-            "with paddle2onnx (`paddle2onnx --model_dir <paddle folder> --model_filename inference.pdmodel "
-            "--params_filename inference.pdiparams --save_file inference.onnx`) and put it in this folder",
+            "the CPU reference runtime runs the ONNX the OM was converted from; build the package from the PaddleX "
+            "model folder with `paddlex-npu convert <paddle folder> -o <package>`, which writes it",
         )
         check_model_path(om_path, onnx_path)  # what the device refuses for the OM, on the files here
+        if not om_path.is_file() and not (folder / MANIFEST_NAME).is_file() and folder not in _PLAIN_ONNX_SAID:
+            _PLAIN_ONNX_SAID.add(folder)
+            logger.warning(
+                "%s is no OM package (no inference.om, no %s): runtime %s runs its inference.onnx, an NPU could not; "
+                "build a package with `paddlex-npu convert %s -o PACKAGE`",
+                folder,
+                MANIFEST_NAME,
+                runtime,
+                folder,
+            )
     else:
         if not om_path.is_file():
             raise _missing_om(folder)

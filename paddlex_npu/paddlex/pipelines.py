@@ -225,3 +225,37 @@ def restore_result(value: Any) -> Any:
     if isinstance(value, list):
         return [restore_result(v) for v in value]
     return value
+
+
+def check_route_config(config: Dict[str, Any], source: str = "the pipeline YAML") -> None:
+    """Before any worker loads a pipeline config on the route: its ``pipeline_name`` is one PaddleX has, and every
+    SubModule names its ``model_dir`` (without one, PaddleX fetches its own model from its model hub, which the
+    route does not run). One :class:`ConfigError` line each, naming the fix."""
+    if MODEL_KEY in config:  # a model spec, not a pipeline
+        return
+    from paddlex.inference.pipelines import BasePipeline
+
+    name = config.get("pipeline_name")
+    known = sorted(BasePipeline.all())
+    if name not in known:
+        close = [k for k in known if k.lower() == str(name).lower()]
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(
+            f"{source}: pipeline_name {name!r} is not a pipeline of PaddleX {paddlex_version()}: {hint}"
+            f"give one of {', '.join(known)}"
+        )
+    _check_submodules(config, source, "")
+
+
+def _check_submodules(node: Dict[str, Any], source: str, where: str) -> None:
+    for key, value in node.items():
+        if not isinstance(value, dict):
+            continue
+        here = f"{where}.{key}" if where else key
+        if where.endswith("SubModules") and not value.get(MODEL_KEY):
+            model = value.get("model_name", "its model")
+            raise ConfigError(
+                f"{source}: {here} has no model_dir: PaddleX would fetch {model} from its model hub, which the NPU "
+                f"route does not run; set {here}.model_dir to an OM package (paddlex-npu convert builds one)"
+            )
+        _check_submodules(value, source, here)

@@ -26,7 +26,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -403,7 +403,7 @@ def run_benchmark(
     report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
-    with contextlib.ExitStack() as stack:
+    with _interruptible(report), contextlib.ExitStack() as stack:  # Ctrl-C: the routes that finished are kept
         serial, clock = None, None
         try:
             serial = create_on_device(pipeline, 0, create_kwargs)
@@ -446,13 +446,27 @@ def run_benchmark(
                     report.skipped[route] = _why(exc)
                     measured.pop(route, None)
     for route, figures in measured.items():
-        if route not in report.skipped:
+        if route not in report.skipped and figures:  # (empty: a route Ctrl-C cut short)
             median = median_round(figures, lambda f: f.images_per_s)
             median.rounds_images_per_s = [f.images_per_s for f in figures]
             report.routes.append(median)
-    _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
+    if INTERRUPTED not in report.skipped:
+        with _interruptible(report):
+            _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
     report.load_average.append(os.getloadavg()[0])
     return report
+
+
+INTERRUPTED = "interrupted"  # the key of report.skipped after a Ctrl-C
+
+
+@contextlib.contextmanager
+def _interruptible(report: BenchmarkReport) -> Iterator[None]:
+    """Ctrl-C ends the run and is recorded in ``report.skipped``; the figures of the routes that finished stay."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        report.skipped[INTERRUPTED] = "Ctrl-C: the routes not listed did not finish"
 
 
 def median_round(rounds: Sequence[T], rate: Callable[[T], float]) -> T:

@@ -118,11 +118,9 @@ def _ids(batch: Dict[str, np.ndarray]) -> List[str]:
 def _decode_one(data: bytes, name: str) -> List[np.ndarray]:
     """The BGR arrays PaddleX reads from one file's bytes: one for an image, one per page for a PDF."""
     if data[:5] == b"%PDF-":  # PaddleX's own PDF rendering, with the settings its image batch sampler uses
-        from paddlex.inference.utils.io.readers import PDFReaderBackend
-        from paddlex.inference.utils.pdf_rendering import DEFAULT_MAX_IMAGE_PIXELS
-        from paddlex.utils.flags import PDF_RENDER_SCALE
+        from ..paddlex.serving import pdf_reader
 
-        backend = PDFReaderBackend(zoom=PDF_RENDER_SCALE, max_pixels=DEFAULT_MAX_IMAGE_PIXELS)
+        backend = pdf_reader()
         return [np.ascontiguousarray(page) for page in backend.read_file(backend.load_file(data))]
     import cv2
 

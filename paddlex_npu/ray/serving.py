@@ -1,6 +1,6 @@
 """A Ray Serve deployment answering PaddleX's basic-serving schema (``POST /ocr`` for the OCR pipeline, and
 ``/health``), the same JSON as ``paddlex-npu serve``: each replica is the app of ``paddlex-npu serve``
-(:func:`paddlex_npu.serve.http.create_app`: PaddleX's routes and validation, the body-size and content-type
+(:func:`paddlex_npu.serve.app.create_app`: PaddleX's routes and validation, the body-size and content-type
 guard, the route's errors mapped to status codes) over one pipeline in the replica itself, on the NPU Ray
 assigned to it (``ray_actor_options={"resources": {"NPU": 1}}``). Replicas scale with Serve's autoscaling
 config; a request is answered by one replica, one pipeline call at a time (the device call holds the GIL).
@@ -22,7 +22,7 @@ DEFAULT_NAME = "paddlex-npu"
 
 
 class ReplicaPool:
-    """``serve``'s worker-pool interface (:class:`~..executor.pool.WorkerPool`: ``submit`` -> a future of a
+    """The :class:`~..executor.pool.Pool` of ``serve``'s app (``submit`` -> a future of a
     :class:`~..executor.pool.PoolResult`, ``status``, ``size``) over one pipeline in this replica's process, one
     call at a time. Ray Serve is the supervisor here: it restarts a dead replica and queues per replica
     (``max_ongoing_requests``)."""
@@ -35,18 +35,22 @@ class ReplicaPool:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="paddlex-npu-replica")
 
     def submit(
-        self, item: Any, kwargs: Optional[Dict[str, Any]] = None, transform_kwargs: Optional[Dict[str, Any]] = None
+        self,
+        item: Any,
+        kwargs: Optional[Dict[str, Any]] = None,
+        transform_kwargs: Optional[Dict[str, Any]] = None,
+        retry_safe: bool = True,
+        timeout: Optional[float] = None,
     ) -> Future:
         return self._thread.submit(self._predict, item, kwargs or {}, transform_kwargs or {})
 
     def _predict(self, item: Any, kwargs: Dict[str, Any], transform_kwargs: Dict[str, Any]) -> Any:
         from ..executor.pool import PoolResult
-        from ..executor.worker import Done, WorkerSpec, _run_one
+        from ..executor.worker import WorkerSpec, run_one
         from ..serve.workers import serve_result
 
         spec = WorkerSpec(None, self.device_id, transform=serve_result)
-        ok, payload, timing = _run_one(self.pipeline, spec, item, kwargs, None, transform_kwargs)
-        return PoolResult(Done(None, ok, payload, timing), os.getpid(), self.device_id, 1)
+        return PoolResult(run_one(self.pipeline, spec, item, kwargs, transform_kwargs), os.getpid(), self.device_id, 1)
 
     @property
     def status(self) -> Any:
@@ -85,7 +89,7 @@ class PipelineReplica:
         self.pool = ReplicaPool(pipeline_on_device(config, self.device_id, runtime), self.device_id)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from ..serve.http import create_app
+        from ..serve.app import create_app
 
         app, _state = create_app(self.config, self.pool, self.options)
         return app

@@ -3,14 +3,30 @@
 The wheels' version string never changes (0.0.2 since 2022) while the API did, so features are detected,
 never read from a version (older ones run ``dymbatch``/``dymhw`` without setting the gear: we set it).
 
-Contexts (ais_bench ``DeviceManager.cpp``): every ais_bench call makes the session's ACL context current on the
-calling thread and leaves it so; we save the thread's context and restore it afterwards (the session is built
-inside that guard too), so other ACL users (torch_npu, pyACL) in the same thread keep theirs. When ACL was
-already initialised in the process by another library (``aclInit`` returns "repeat initialize": paddle-custom-npu's
-plugin, torch_npu, MindSpore; :func:`acl_initialisers`), the first session on a device *borrows* the device's
-default context instead of creating one, and its ``free_resource`` would destroy that borrowed context (CANN
-forbids it): such a session is never freed (logged). A context just destroyed is never restored. ``aclInit`` runs
-once per process, so only the first session's ``acl_json_path`` counts: a later, different one is warned about once.
+Contexts (ais_bench ``backend/base/module/DeviceManager/DeviceManager.cpp``): every ais_bench call makes the
+session's ACL context current on the calling thread and leaves it so; we save the thread's context and restore it
+afterwards (the session is built inside that guard too), so other ACL users (torch_npu, pyACL) in the same thread
+keep theirs. What happens when something else called ``aclInit`` first depends on the ais_bench generation:
+
+- from Ascend tools' commit a04bd85b ("fix finalize", 2024-12-09) on, ``InitDevices`` takes ``aclInit``'s
+  ``ACL_ERROR_REPEAT_INITIALIZE`` and ``CreateContext`` then *borrows* the device's current context
+  (``aclrtGetCurrentContext`` after ``aclrtSetDevice``: the device's default context) for the first session on a
+  device; its ``free_resource`` would destroy that context (CANN forbids destroying contexts not made by
+  ``aclrtCreateContext``), so such a session is never freed (logged);
+- before it, ``InitDevices`` fails on that return code and the session cannot open ("[100002]..."): the error
+  says what to do (:data:`OLD_AIS_BENCH_HINT`).
+
+Which generation is installed is read from the aclruntime extension itself (:func:`ais_bench_borrows`: its
+``WARN_LOG("acl repeat initialize")`` text exists only from that commit on; the wheel's version never changes).
+Whether a session borrowed is decided as ais_bench decides it: with pyACL, the session's context is compared with
+the device's default context (which catches a pyACL user's own ``acl.init()`` as ais_bench does); without pyACL, a
+library known to have initialised ACL counts (:func:`acl_initialisers`; torch_npu only once its lazy init ran).
+A context just destroyed is never restored. ``aclInit`` runs once per process, so only the first session's
+``acl_json_path`` counts: a later, different one is warned about once.
+
+Device-fatal errors: a call that fails with an ACL code meaning the context or the device is gone
+(:data:`DEVICE_FATAL_CODES`) raises :class:`~paddlex_npu.errors.DeviceLostError`, so the worker holding the session
+can be replaced by its supervisor; other failures keep their own error.
 """
 
 from __future__ import annotations
@@ -19,11 +35,14 @@ import contextlib
 import importlib.util
 import inspect
 import logging
+import os
+import re
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
-from ..errors import NpuDeviceUnavailableError, RuntimeUnavailableError
+from ..errors import DeviceLostError, NpuDeviceUnavailableError, RuntimeUnavailableError
 from ..log import logger
 from .device_ids import check_device_id, device_hint
 
@@ -125,17 +144,34 @@ def keep_acl_context(skip: Optional[Any] = None) -> Iterator[None]:
             _acl().rt.set_context(saved)
 
 
-# Libraries that call aclInit when they load (paddle-custom-npu's plugin in its Init(), torch_npu and MindSpore at
-# import). ais_bench then gets ACL_ERROR_REPEAT_INITIALIZE and borrows each device's default context
-# (DeviceManager.cpp CreateContext: ``contexts_[deviceId].empty() && !repeatInitAclFlag``), whether or not a context
-# is current on the opening thread.
-ACL_INITIALISING_MODULES = ("torch_npu", "mindspore", "paddle_custom_device")
+# Libraries that call aclInit: paddle-custom-npu's plugin in its Init() (when Paddle registers the npu custom
+# device), MindSpore; torch_npu only in its lazy init (torch_npu/npu/__init__.py ``_lazy_init``, on the first NPU
+# call), so importing it initialises nothing: it counts once ``torch_npu.npu.is_initialized()`` says so.
+ACL_INITIALISING_MODULES = ("mindspore", "paddle_custom_device")
+ACL_ERROR_REPEAT_INITIALIZE = 100002
+# The aclruntime log text Ascend tools' commit a04bd85b (2024-12-09, DeviceManager.cpp InitDevices) added with
+# the borrowing of a context; a build without it fails when ACL was initialised first.
+BORROWING_MARKER = b"acl repeat initialize"
+OLD_AIS_BENCH_HINT = (
+    "this aclruntime predates ais_bench's 2024-12 DeviceManager change (Ascend tools commit a04bd85b), which lets "
+    "it share ACL with a library that initialised ACL first; it fails instead (aclInit returns 100002, "
+    "ACL_ERROR_REPEAT_INITIALIZE). Load paddlex-npu's models before that library initialises ACL, run them in "
+    "their own process (paddlex_npu.parallel, `paddlex-npu serve` workers), or install aclruntime built from "
+    "Ascend tools' ais_bench source of 2024-12-09 or later"
+)
 
 
 def acl_initialisers() -> List[str]:
-    """What in this process has (or may have) called ``aclInit`` before paddlex-npu's first session: the modules
-    above, or Paddle with the ``npu`` custom device registered (paddle-custom-npu)."""
+    """What in this process has called ``aclInit`` (as far as can be told without pyACL): the modules above,
+    torch_npu after its lazy init, Paddle with the ``npu`` custom device registered (paddle-custom-npu)."""
     found = [m for m in ACL_INITIALISING_MODULES if sys.modules.get(m) is not None]
+    torch_npu = sys.modules.get("torch_npu")
+    if torch_npu is not None:
+        try:
+            if torch_npu.npu.is_initialized():
+                found.append("torch_npu (initialised)")
+        except Exception:  # noqa: BLE001 - a torch_npu without is_initialized: its init cannot be told
+            pass
     paddle = sys.modules.get("paddle")
     if paddle is not None:
         try:
@@ -146,22 +182,56 @@ def acl_initialisers() -> List[str]:
     return found
 
 
+_BORROWS: Dict[str, Optional[bool]] = {}
+
+
+def ais_bench_borrows() -> Optional[bool]:
+    """Whether the installed aclruntime borrows a context when ACL was initialised first (True: 2024-12 on),
+    fails instead (False), or cannot be told (None: no aclruntime file to read)."""
+    spec = importlib.util.find_spec("aclruntime")
+    origin = getattr(spec, "origin", None) if spec else None
+    if not origin or not os.path.isfile(origin):
+        return None
+    if origin not in _BORROWS:
+        _BORROWS[origin] = BORROWING_MARKER in Path(origin).read_bytes()
+    return _BORROWS[origin]
+
+
+def default_context(device_id: int) -> Optional[Any]:
+    """The default context of ``device_id``, None without pyACL. pyACL's ``set_device`` makes it current (one per
+    device in a process, the same in every thread: CANN ``acl.rt.set_device``); the thread's context is restored.
+    The device is not reset afterwards: before CANN 8.0.RC3 ``aclrtResetDevice`` is not documented as reference
+    counted and could release what ais_bench uses, while a ``set_device`` left unpaired is released at process exit
+    (CANN). Holding that one reference also keeps the default context, so it is read once per device."""
+    known = PROCESS.default_contexts
+    if device_id in known:
+        return known[device_id]
+    acl = _acl()
+    if acl is None:
+        return None
+    with keep_acl_context():
+        if acl.rt.set_device(device_id) != 0:
+            return None
+        known[device_id] = context = current_context()
+    return context
+
+
 class _Process:
     """What ais_bench's process-wide state (one aclInit, one context per device to borrow) makes of sessions."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.foreign_acl: Optional[bool] = None  # ACL initialised by another library before our first session
+        self.started = False
         self.devices: Set[int] = set()
+        self.default_contexts: Dict[int, Any] = {}  # read once per device (default_context)
         self.acl_json_path: Optional[str] = None
         self.acl_json_warned = False
 
     def opening(self, device_id: int, acl_json_path: Optional[str]) -> bool:
-        """Record a session about to open; True when it will borrow another library's context."""
+        """Record a session about to open; True when it is the first on its device (the one that may borrow)."""
         with self.lock:
-            first = self.foreign_acl is None
-            if first:
-                self.foreign_acl = current_context() is not None or bool(acl_initialisers())
+            if not self.started:
+                self.started = True
                 self.acl_json_path = acl_json_path
             elif acl_json_path != self.acl_json_path and not self.acl_json_warned:
                 self.acl_json_warned = True
@@ -171,12 +241,63 @@ class _Process:
                     acl_json_path,
                     self.acl_json_path,
                 )
-            borrowed = bool(self.foreign_acl) and device_id not in self.devices
+            first = device_id not in self.devices
             self.devices.add(device_id)
-            return borrowed
+            return first
 
 
 PROCESS = _Process()
+
+# ACL return codes after which the context (or the device) is unusable, from CANN's aclError list
+# (``acl/error_codes/rt_error_codes.h``, "aclError" return codes): AI Core / Vector Core / AI CPU exceptions and
+# timeouts, device and link loss, context errors. ais_bench's exception text starts with the code
+# (``base/module/ErrorCode/ErrorCode.cpp`` GetError: "[<code>][<text>] "). Its aclmdlExecute failure itself says
+# only "[-1]" (``model_process.cpp`` Execute returns FAILED; the ACL code goes to stdout), so a poisoned context is
+# usually seen on the next call into it (memory copy, malloc), which returns these codes.
+DEVICE_FATAL_CODES: Dict[int, str] = {
+    107002: "ACL_ERROR_RT_CONTEXT_NULL",
+    107022: "ACL_ERROR_RT_DEVICE_TASK_ABORT",
+    207004: "ACL_ERROR_RT_NO_DEVICE",
+    507007: "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR",
+    507010: "ACL_ERROR_RT_LOST_HEARTBEAT",
+    507014: "ACL_ERROR_RT_AICORE_TIMEOUT",
+    507015: "ACL_ERROR_RT_AICORE_EXCEPTION",
+    507016: "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION",
+    507017: "ACL_ERROR_RT_AICPU_TIMEOUT",
+    507018: "ACL_ERROR_RT_AICPU_EXCEPTION",
+    507033: "ACL_ERROR_RT_DEV_SETUP_ERROR",
+    507034: "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT",
+    507035: "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION",
+    507036: "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION",
+    507042: "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW",
+    507043: "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW",
+    507044: "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW",
+    507045: "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW",
+    507053: "ACL_ERROR_RT_DEVICE_MEM_ERROR",
+    507054: "ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR",
+    507899: "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+    507901: "ACL_ERROR_RT_SOCKET_CLOSE",
+}  # a flat table: one line per CANN code
+_CODE = re.compile(r"^\s*(?:\[[^\]\d-][^\]]*\])?\[(-?\d+)\]")
+
+
+def acl_code(exc: BaseException) -> Optional[int]:
+    """The ACL/ais_bench return code at the start of an ais_bench exception text (``[507015][...]``, or
+    ``[module][code][...]``), or None."""
+    m = _CODE.match(str(exc))
+    return int(m.group(1)) if m else None
+
+
+def device_lost(exc: BaseException, what: str) -> Optional[DeviceLostError]:
+    """A :class:`DeviceLostError` for an ais_bench failure whose code is device-fatal, else None."""
+    code = acl_code(exc)
+    if code not in DEVICE_FATAL_CODES:
+        return None
+    return DeviceLostError(
+        f"{what} failed with {code} ({DEVICE_FATAL_CODES[code]}): the NPU context of this process is unusable "
+        "from now on; the process must be replaced (a supervised worker is restarted on a fresh context). If it "
+        "recurs, check `npu-smi info` (chip health) and the device log (plog) for the failing operator"
+    )
 
 
 class AisSession:
@@ -203,11 +324,17 @@ class AisSession:
         custom_sizes: Union[int, List[int], None] = 100000,
         out_array: bool = True,
     ) -> List[Any]:
-        if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
-            self._set_gear(feeds, mode)
-        if self.features["out_array"]:
-            return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
-        return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
+        try:
+            if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
+                self._set_gear(feeds, mode)
+            if self.features["out_array"]:
+                return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
+            return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
+        except RuntimeError as exc:
+            lost = device_lost(exc, f"ais_bench infer ({mode})")
+            if lost is not None:
+                raise lost from exc
+            raise
 
     def _set_gear(self, feeds: list, mode: str) -> None:
         """An ais_bench whose ``infer`` ignores dymbatch/dymhw: set the gear as newer ones do (same input scan)."""
@@ -260,20 +387,24 @@ def _infers_gear_modes(session: Any) -> bool:
 
 
 def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = None, **options: Any) -> AisSession:
-    """Build the session inside the context guard; note whether it borrowed another library's context."""
+    """Build the session inside the context guard; decide whether it borrowed another library's context."""
     session_cls = load_session_class()
     check_device_id(device_id)
-    borrowed = PROCESS.opening(device_id, acl_json_path)
+    first = PROCESS.opening(device_id, acl_json_path)
+    borrows = ais_bench_borrows()
+    if first and borrows is False and acl_initialisers():
+        raise NpuDeviceUnavailableError(
+            f"cannot open {om_path}: ACL was initialised by {', '.join(acl_initialisers())} before paddlex-npu's "
+            f"first session on device {device_id}, and {OLD_AIS_BENCH_HINT}"
+        )
+    before = current_context()
     with keep_acl_context():
         try:
             raw = session_cls(device_id, om_path, acl_json_path=acl_json_path, **options)
-        except RuntimeError as exc:  # ais_bench says only "[-1][ACL: general failure]"; the detail is on stdout
-            raise NpuDeviceUnavailableError(
-                f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip() or type(exc).__name__}; "
-                f"ais_bench's log above says more): {device_hint(device_id)}. With the right device, check that the "
-                "OM was built for this chip (`npu-smi info -m`) and that `npu-smi info` shows the chip healthy"
-            ) from exc
+        except RuntimeError as exc:  # ais_bench says only "[code][text]"; the detail is on stdout
+            raise _open_error(exc, om_path, device_id) from exc
         context = current_context()
+    borrowed = borrows is not False and _borrowed(device_id, context, before, first)
     if borrowed:
         logger.warning(
             "ais_bench session for %s borrows the ACL context another library made (ACL was initialised before "
@@ -281,3 +412,31 @@ def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = No
             om_path,
         )
     return AisSession(raw, context, borrowed)
+
+
+def _borrowed(device_id: int, context: Optional[Any], before: Optional[Any], first: bool) -> bool:
+    """ais_bench borrows ``aclrtGetCurrentContext`` after ``aclrtSetDevice`` (DeviceManager.cpp CreateContext): the
+    opening thread's context or the device's default one. With pyACL that is seen directly (so a pyACL user's own
+    ``acl.init()`` counts, as it does for ais_bench); without it, a known ACL initialiser on the first session of
+    the device stands for it."""
+    if context is not None:
+        return context == before or context == default_context(device_id)
+    return first and bool(acl_initialisers())
+
+
+def _open_error(exc: RuntimeError, om_path: str, device_id: int) -> Exception:
+    code = acl_code(exc)
+    if code == ACL_ERROR_REPEAT_INITIALIZE:
+        return NpuDeviceUnavailableError(
+            f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip()}): ACL was initialised "
+            f"before paddlex-npu's first session (by {', '.join(acl_initialisers()) or 'pyACL or another library'}), "
+            f"and {OLD_AIS_BENCH_HINT}"
+        )
+    lost = device_lost(exc, f"opening {om_path} on device {device_id}")
+    if lost is not None:
+        return lost
+    return NpuDeviceUnavailableError(
+        f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip() or type(exc).__name__}; "
+        f"ais_bench's log above says more): {device_hint(device_id)}. With the right device, check that the "
+        "OM was built for this chip (`npu-smi info -m`) and that `npu-smi info` shows the chip healthy"
+    )

@@ -18,7 +18,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..config import OMBackendConfig
-from ..errors import ConfigError, DeviceCallError, InputMismatchError, PaddlexNpuError, ShapeInferenceError
+from ..errors import (
+    ConfigError,
+    DeviceCallError,
+    DeviceLostError,
+    InputMismatchError,
+    PaddlexNpuError,
+    ShapeInferenceError,
+)
 from ..log import logger
 from ..om import manifest as mf
 from ..om.graph import load_graph, output_dims
@@ -211,6 +218,8 @@ class OMRunner:
                 opened.trim_logs()
             try:
                 outputs = self._call(opened.session, feeds, sizes)
+            except DeviceLostError:  # the context is gone: the worker must end, not read it as one failed call
+                raise
             except RuntimeError as exc:
                 raise DeviceCallError(
                     f"{self.name}: the {self.runtime} session failed ({str(exc).strip() or type(exc).__name__}) on "

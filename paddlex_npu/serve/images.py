@@ -19,6 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
+from ..paddlex import serving as paddlex_serving
+
 DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
 DEFAULT_MAX_REQUEST_PIXELS = 80_000_000
 DEFAULT_MAX_DECODES = 2
@@ -38,9 +40,7 @@ class PixelLimits:
 
 
 def _too_large(message: str, **fields: Any) -> Exception:
-    from paddlex.inference.serving.infra.utils import ImageTooLargeError
-
-    return ImageTooLargeError(message, **fields)
+    return paddlex_serving.serving_utils().ImageTooLargeError(message, **fields)
 
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -73,24 +73,7 @@ def _image_sizes(raw: bytes, max_frames: Optional[int]) -> List[Tuple[int, int]]
 
 def _pdf_pixels(raw: bytes, max_pages: Optional[int], limits: PixelLimits) -> List[Tuple[int, int, int]]:
     """(width, height, pixels) each page renders at, as PaddleX's ``read_pdf`` scales it; no page is rendered."""
-    import pypdfium2 as pdfium
-    from paddlex.inference.serving.infra import utils as serving_utils
-    from paddlex.inference.utils.pdf_rendering import estimate_pdf_render_pixels
-    from paddlex.inference.utils.pdfium_lock import pdfium_lock
-
-    out = []
-    with pdfium_lock:
-        doc = pdfium.PdfDocument(raw)
-        try:
-            for i in range(len(doc) if max_pages is None else min(len(doc), max_pages)):
-                size = doc.get_page_size(i)
-                scale = serving_utils.get_pdf_render_scale_within_pixel_limit(
-                    size, page_index=i + 1, max_pixels=limits.max_image_pixels
-                )
-                out.append(estimate_pdf_render_pixels(size, scale))
-        finally:
-            doc.close()
-    return out
+    return paddlex_serving.pdf_page_pixels(raw, max_pages, limits.max_image_pixels)
 
 
 def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits: PixelLimits) -> None:
@@ -152,16 +135,20 @@ class DecodeGuard:
 
 def install(limits: PixelLimits, max_decodes: int = DEFAULT_MAX_DECODES) -> DecodeGuard:
     """In this process (a server), PaddleX's serving decoders check the limits first and are bounded; PaddleX's
-    own after-decode check uses ``max_image_pixels`` too."""
-    from paddlex.inference.serving.infra import utils as serving_utils
-
+    own after-decode check uses ``max_image_pixels`` too. Made through the patch record of
+    :mod:`~..paddlex.serving` (listed in the patch ledger), undone by :func:`uninstall`."""
     guard = DecodeGuard(limits, max_decodes)
-    original = getattr(serving_utils.file_to_images, "__wrapped__", serving_utils.file_to_images)
 
-    def file_to_images(raw: bytes, file_type: str, **kwargs: Any) -> Any:
-        return guard.file_to_images(original, raw, file_type, **kwargs)
+    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+        def file_to_images(raw: bytes, file_type: str, **kwargs: Any) -> Any:
+            return guard.file_to_images(original, raw, file_type, **kwargs)
 
-    file_to_images.__wrapped__ = original  # type: ignore[attr-defined]
-    serving_utils.file_to_images = file_to_images
-    serving_utils.MAX_IMAGE_PIXELS = limits.max_image_pixels  # read by PaddleX's decoder at each call
+        return file_to_images
+
+    paddlex_serving.install_decoders(wrap, limits.max_image_pixels)
     return guard
+
+
+def uninstall() -> None:
+    """PaddleX's serving decoders as they were."""
+    paddlex_serving.uninstall_decoders()

@@ -155,7 +155,7 @@ def start(devices: Sequence[int], workers_per_device: int) -> MetricsStore:
     except ImportError as exc:
         raise ConfigError(
             f"paddlex-npu serve answers /metrics with prometheus-client, which is not installed ({exc}): "
-            "pip install prometheus-client (requirements/serving.txt, or the paddlex-npu[serving] extra)"
+            "pip install prometheus-client (or the paddlex-npu[serving] extra)"
         ) from exc
     path = Path(tempfile.mkdtemp(prefix="paddlex-npu-metrics-"))
     os.environ[MULTIPROC_ENV] = str(path)

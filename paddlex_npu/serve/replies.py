@@ -1,15 +1,15 @@
 """The servers' answers, built in one place: PaddleX's serving JSON (``logId``, ``errorCode``, ``errorMsg``,
-``result``) for ``paddlex-npu serve`` and the Triton models, and the status of an error raised on the route
-(:func:`paddlex_npu.errors.http_status`, the one mapping: input 422, device 503, config and the rest 500)."""
+``result``) for ``paddlex-npu serve``, Ray Serve and the Triton models, and the answer to an error from the one
+reply table (:data:`paddlex_npu.errors.REPLIES`: status, message form, ``Retry-After``)."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
-from ..errors import PaddlexNpuError, http_status
+from ..errors import Failure, WorkerFailureError, reply_to
 
-INTERNAL = "Internal server error"
+RETRY_AFTER_SECONDS = 1
 
 
 def error_body(status: int, message: str, log_id: Optional[str] = None) -> Dict[str, Any]:
@@ -22,10 +22,25 @@ def ok_body(result: Dict[str, Any], log_id: Optional[str] = None) -> Dict[str, A
     return {"logId": log_id or str(uuid.uuid4()), "errorCode": 0, "errorMsg": "Success", "result": result}
 
 
+def failure_of(error: Union[BaseException, Failure]) -> Failure:
+    """The :class:`~..errors.Failure` of an error raised here or carried from a worker."""
+    if isinstance(error, Failure):
+        return error
+    if isinstance(error, WorkerFailureError):
+        return error.failure
+    return Failure.of(error, with_traceback=False)
+
+
+def error_reply(
+    error: Union[BaseException, Failure], log_id: Optional[str] = None
+) -> Tuple[int, Dict[str, Any], Dict[str, str]]:
+    """(HTTP status, body, headers) every server answers for ``error``, from the reply table."""
+    status, message, retry = reply_to(failure_of(error))
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if retry else {}
+    return status, error_body(status, message, log_id), headers
+
+
 def route_error(exc: BaseException, log_id: Optional[str] = None) -> Tuple[int, Dict[str, Any]]:
-    """(HTTP status, body) for a request that raised ``exc``: a route error's status by its category and its
-    type and message; anything else 500 without its text (it may hold internals; the server log has it)."""
-    if isinstance(exc, PaddlexNpuError):
-        status = http_status(exc)[0]
-        return status, error_body(status, f"{type(exc).__name__}: {exc}", log_id)
-    return 500, error_body(500, INTERNAL, log_id)
+    """(HTTP status, body) of :func:`error_reply`."""
+    status, body, _ = error_reply(exc, log_id)
+    return status, body

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from ..errors import ConfigError, http_status
+from ..errors import ConfigError, category_of
+from ..paddlex import serving as paddlex_serving
 from .images import DecodeGuard, PixelLimits
 from .options import check_options
-from .replies import error_body, ok_body
+from .replies import error_body, error_reply, ok_body
 from .route import pruned
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
@@ -60,11 +63,34 @@ def _log_error(text: str) -> None:
 
 
 def _route_failure(exc: Exception, log_id: Optional[str] = None) -> Dict[str, Any]:
-    """Our own error, by category (input 422, device 503, others 500); logged with its traceback unless input."""
-    status, message = http_status(exc)
+    """The answer to an error, from the one reply table (:func:`.replies.error_reply`); logged with its traceback
+    unless input. A device-fatal error (category ``device_lost``) marks this instance for exit (:data:`_LOST`)."""
+    status, body, _ = error_reply(exc, log_id)
     if status >= 500:
         _log_error(f"paddlex-npu: a request failed ({type(exc).__name__}: {exc})")
-    return error_body(status, message, log_id)
+    if category_of(exc) == "device_lost":
+        _LOST.set()
+    return body
+
+
+# Set when an answer of this stub was device-fatal: once the batch is answered, the stub exits and the
+# supervisor (``triton-serve``'s watchdog, :mod:`.triton_watch`) reloads the model on fresh stubs.
+_LOST = threading.Event()
+EXIT_AFTER_ANSWER_S = 1.0  # the stub sends the batch's responses after execute returns; then it exits
+
+
+def _exit_when_lost() -> None:
+    """After a device-fatal answer: end this stub process shortly after ``execute`` returns its responses (Triton's
+    Python backend does not restart a stub that stays; a dead one is reloaded by ``triton-serve``)."""
+    if not _LOST.is_set():
+        return
+    _log_error("paddlex-npu: the device context is lost; this model instance exits for a fresh one")
+    timer = threading.Timer(EXIT_AFTER_ANSWER_S, os._exit, args=(DEVICE_LOST_EXIT,))
+    timer.daemon = True
+    timer.start()
+
+
+DEVICE_LOST_EXIT = 75  # the stub's exit status after a lost device (EX_TEMPFAIL)
 
 
 def _validation_failure(exc: Exception) -> Dict[str, Any]:
@@ -119,6 +145,7 @@ class _Model:
             start += n
             data = np.array([[json.dumps(a, ensure_ascii=False).encode("utf-8")] for a in mine], dtype=np.object_)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(OUTPUT_NAME, data)]))
+        _exit_when_lost()
         return responses
 
     def finalize(self) -> None:
@@ -143,18 +170,18 @@ class OCRModel(_Model):
         """(request, images, data_info) or an error answer."""
         import pydantic
         from fastapi import HTTPException
-        from paddlex.inference.serving.basic_serving._pipeline_apps._common.ocr import get_file_type
-        from paddlex.inference.serving.infra import utils as serving_utils
-        from paddlex.inference.serving.schemas.ocr import InferRequest
+
+        infer_request, _ = paddlex_serving.ocr_schemas()
+        serving_utils = paddlex_serving.serving_utils()
 
         if not body:
             return error_body(422, f"empty request: the `{INPUT_NAME}` tensor must hold one JSON request")
         try:
-            request = InferRequest.model_validate_json(body)
+            request = infer_request.model_validate_json(body)
         except pydantic.ValidationError as exc:
             return _validation_failure(exc)
         try:
-            file_type = get_file_type(request)
+            file_type = paddlex_serving.ocr_file_type(request)
         except HTTPException as exc:
             return error_body(exc.status_code, str(exc.detail), request.logId)
         problem = check_options(self.config, dict(self._options(request)))
@@ -188,8 +215,8 @@ class OCRModel(_Model):
 
     def _result(self, request: Any, images: list, data_info: Any, preds: list) -> Dict[str, Any]:
         from fastapi.encoders import jsonable_encoder
-        from paddlex.inference.serving.basic_serving._pipeline_apps._common.common import postprocess_images
-        from paddlex.inference.serving.schemas.ocr import InferResult
+
+        _, infer_result = paddlex_serving.ocr_schemas()
 
         log_id = request.logId or str(uuid.uuid4())
         visualize = request.visualize if request.visualize is not None else self.visualize_default
@@ -201,7 +228,9 @@ class OCRModel(_Model):
                 todo = {"input_img": img, "ocr_img": out["ocr_res_img"]}
                 if "preprocessed_img" in out:
                     todo["doc_preprocessing_img"] = out["preprocessed_img"]
-                imgs = postprocess_images(todo, log_id, filename_template=f"{{key}}_{i}.jpg", max_img_size=(2000, 2000))
+                imgs = paddlex_serving.postprocess_images(
+                    todo, log_id, filename_template=f"{{key}}_{i}.jpg", max_img_size=(2000, 2000)
+                )
             results.append(
                 {
                     "prunedResult": pruned(item),
@@ -210,7 +239,7 @@ class OCRModel(_Model):
                     "inputImage": imgs.get("input_img"),
                 }
             )
-        result = InferResult(ocrResults=results, dataInfo=data_info)
+        result = infer_result(ocrResults=results, dataInfo=data_info)
         return ok_body(jsonable_encoder(result, exclude_none=True), log_id)
 
     def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
@@ -254,8 +283,7 @@ class TextRecognitionModel(_Model):
         self.predictor = recognition_predictor(recognition_spec(self.version_dir), self.device_id, self.runtime)
 
     def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
-        from paddlex.inference.serving.infra import utils as serving_utils
-
+        serving_utils = paddlex_serving.serving_utils()
         answers: List[Optional[Dict[str, Any]]] = [None] * len(bodies)
         todo: List[Tuple[int, Optional[str], Any]] = []
         for i, body in enumerate(bodies):
@@ -317,8 +345,7 @@ def run_every_batch(version_dir: Path, line: bytes, runtime: Optional[str]) -> i
     """Run the recognition model of ``version_dir`` on the image file ``line``, decoded as a request's, at every
     batch size up to its batch size (on the simulated device: records each batch, so that none is computed on
     the CPU while a server is measured). Returns that batch size."""
-    from paddlex.inference.serving.infra.utils import image_bytes_to_array
-
+    image_bytes_to_array = paddlex_serving.serving_utils().image_bytes_to_array
     spec = recognition_spec(version_dir)
     predictor = recognition_predictor(spec, 0, runtime)
     try:

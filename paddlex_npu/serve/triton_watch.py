@@ -6,8 +6,11 @@ The watchdog lists the stub processes of the server (``triton_python_backend_stu
 ... <instance>``) every ``interval`` seconds. When one disappears while the server runs, it reloads that model
 through Triton's model control API (``POST /v2/repository/models/<model>/load``, which needs
 ``--model-control-mode=explicit``): Triton starts new instances (with ``model_warmup``) and swaps them in, the
-other instances serving meanwhile. If the reload fails, the model is unloaded, so that ``/v2/models/<model>/ready``
-and ``/v2/health/ready`` answer 503 and a load balancer stops sending. Each event is reported through ``say``.
+other instances serving meanwhile. If the reload fails, or the restart budget (:class:`~..executor.pool.RestartBudget`,
+so many reloads per time window) is spent, the model is unloaded, so that ``/v2/models/<model>/ready`` and
+``/v2/health/ready`` answer 503 and a load balancer stops sending. A model instance whose device context is lost
+exits after its answer (:mod:`.triton_model`), and is reloaded the same way. Each event is reported through
+``say``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from ..executor.pool import RestartBudget
+
 STUB = "triton_python_backend_stub"
+DEFAULT_RELOADS = 4  # model reloads per restart window (a device that keeps failing is then given up)
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,11 @@ class StubWatchdog:
         interval: float = 0.5,
         can_reload: bool = True,
         load_timeout: float = 600.0,
+        restarts: Optional[RestartBudget] = None,
     ) -> None:
         self.server_pid, self.address, self.say = server_pid, http_address, say
         self.interval, self.can_reload, self.load_timeout = interval, can_reload, load_timeout
+        self.restarts = restarts or RestartBudget(DEFAULT_RELOADS)
         self.reloads = 0
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -121,6 +129,13 @@ class StubWatchdog:
                 "watchdog reloads it)"
             )
             return
+        if not self.restarts.take():
+            budget = f"{self.restarts.limit} per {self.restarts.window:g} s"
+            return self._unload(
+                model,
+                f"the Python stub of model {model!r}, instance {lost}, died and the restart "
+                f"budget ({budget}, --restart-limit) is spent",
+            )
         self.say(f"triton-serve: the Python stub of model {model!r}, instance {lost}, died; reloading {model!r}")
         t0 = time.monotonic()
         try:
@@ -133,10 +148,14 @@ class StubWatchdog:
             self.reloads += 1
             self.say(f"triton-serve: {model!r} reloaded in {time.monotonic() - t0:.1f} s; it is ready again")
             return
+        self._unload(model, f"reloading {model!r} failed ({status} {text.strip()[:300]})")
+
+    def _unload(self, model: str, why: str) -> None:
+        """Unload ``model`` so that its readiness (and the server's) answers 503, saying why."""
         self.say(
-            f"triton-serve: reloading {model!r} failed ({status} {text.strip()[:300]}); unloading it, so that its "
-            "readiness answers 503 and load balancers stop sending: fix the cause and load it again "
-            f"(POST /v2/repository/models/{model}/load) or restart the server"
+            f"triton-serve: {why}; unloading {model!r}, so that its readiness answers 503 and load balancers stop "
+            f"sending: fix the cause and load it again (POST /v2/repository/models/{model}/load) or restart the "
+            "server"
         )
         try:
             self._request("POST", f"/v2/repository/models/{model}/unload", 60)
@@ -161,6 +180,7 @@ def run_supervised(
     http_address: Tuple[str, int],
     say: Callable[[str], None],
     can_reload: bool = True,
+    restarts: Optional[RestartBudget] = None,
 ) -> int:
     """Run ``tritonserver`` (``argv``) as a child with the watchdog; SIGTERM / SIGINT are passed on to it (it
     drains); returns its exit code."""
@@ -168,7 +188,7 @@ def run_supervised(
     import subprocess
 
     proc = subprocess.Popen(argv, env=env)
-    watchdog = StubWatchdog(proc.pid, http_address, say, can_reload=can_reload)
+    watchdog = StubWatchdog(proc.pid, http_address, say, can_reload=can_reload, restarts=restarts)
 
     def forward(sig: int, frame: object) -> None:
         watchdog._stop.set()  # a stub that exits during the shutdown is no fault

@@ -20,7 +20,7 @@ def test_help_shows_the_defaults(command):
     text = " ".join(out.stdout.split())
     expected = {
         "serve": ["(default: 8080)", "(default: 127.0.0.1)", "(default: 40000000)", "(default: text)"],
-        "triton-serve": ["(default: 8000)", "(default: 8002)", "(default: 0.0.0.0)"],
+        "triton-serve": ["(default: 8000)", "(default: 8002)", "(default: 127.0.0.1)"],
         "k8s": ["(default: huawei.com/Ascend310P)", "(default: /models)", "(default: paddlex-npu)"],
     }[command]
     for shown in expected:

@@ -1,5 +1,6 @@
 """``selftest --runtime reference``: the acceptance run itself, on the CPU, against packages built by ``convert`` in
-every mode for the bundled models (only the pyACL calls are answered from the manifests, run/reference_acl.py)."""
+every mode for the bundled models (only the pyACL calls are answered, from each package's recorded ATC command and
+ONNX graph: run/reference_acl.py). Each comparison is also fed a wrong side once and must fail."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from paddlex_npu.build.convert import convert
 from paddlex_npu.reports.selftest import MODELS, PASS, _manifest_vs_acl, run_selftest
+from paddlex_npu.run.reference_acl import ReferenceAcl
 
 # Gears that make the route pad (rec width 320 -> 480, det 160x640 -> 320x640) and crop again.
 MODES = {
@@ -73,31 +77,69 @@ def test_selftest_cli_on_the_reference_runtime_writes_a_passing_report(om_roots,
     assert all(c["status"] == PASS for c in report["checks"])
 
 
-def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_path):
-    """run_selftest(runtime="ais_bench") end to end without an NPU: ais_bench's InferSession stood in for by the
-    reference session (the same contract), pyACL by ReferenceAcl. Exercises the device-only path of the acceptance
-    code (ais_bench check, route ais_bench vs reference, aclInit/set/reset around the manifest check)."""
-    import shutil
-    import types
-    from pathlib import Path
+def _narrowed(spec: dict) -> dict:
+    """The input with its H range narrowed to [lo, lo + 1] (what ATC built stays as it was)."""
+    ranges = [list(r) for r in spec["range"]]
+    ranges[2] = [ranges[2][0], ranges[2][0] + 1]
+    return {**spec, "range": ranges}
 
+
+ALTERED = {  # the manifest edited after convert, its recorded ATC command left as ATC ran it
+    "gears": ("PP-OCRv4_mobile_rec", lambda m: {**m, "gears": [[1, 480], [2, 1280]]}),
+    "dymshape": ("PP-OCRv4_mobile_det", lambda m: {**m, "inputs": [_narrowed(m["inputs"][0])]}),
+    "static": ("PP-OCRv4_mobile_rec", lambda m: {**m, "inputs": [{**m["inputs"][0], "shape": [1, 3, 48, 640]}]}),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(ALTERED))
+def test_a_manifest_altered_after_convert_fails_against_acl(om_roots, tmp_path, mode):
+    import shutil
+
+    model, alter = ALTERED[mode]
+    root = shutil.copytree(om_roots[mode], tmp_path / "root")
+    path = root / model / "inference.om.json"
+    path.write_text(json.dumps(alter(json.loads(path.read_text()))))
+    check = _manifest_vs_acl(ReferenceAcl(), root, model, 0)
+    assert check.status == "fail", check.detail
+
+
+def _stand_in(shift: bool):
+    """ais_bench's InferSession stood in for by the reference session under the package's manifest; ``shift``: a
+    deliberately different output (rec: every step's scores moved one class on; det: the DB map inverted)."""
     from paddlex_npu.om import manifest as mf
-    from paddlex_npu.run import ais
     from paddlex_npu.run.reference import InferSession
-    from paddlex_npu.run.reference_acl import ReferenceAcl
 
     class StandIn(InferSession):
-        """An OM knows how ATC built it: the stand-in reads that from the package's manifest."""
-
         def __init__(self, device_id, model_path, acl_json_path=None, debug=False, loop=1):
             manifest = mf.load(Path(model_path).with_name(mf.MANIFEST_NAME))
             super().__init__(device_id, model_path, acl_json_path, debug, loop, manifest=manifest)
+
+        def infer(self, *args, **kwargs):
+            outs = super().infer(*args, **kwargs)
+            if not shift:
+                return outs
+            out = np.asarray(outs[0])
+            return [np.roll(out, 1, axis=-1) if out.ndim == 3 else 1.0 - out] + list(outs[1:])
+
+    return StandIn
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_path, shift):
+    """run_selftest(runtime="ais_bench") end to end without an NPU: ais_bench's InferSession stood in for by the
+    reference session (the same contract), pyACL by ReferenceAcl. Exercises the device-only path of the acceptance
+    code (ais_bench check, route ais_bench vs reference, aclInit/set/reset around the manifest check); with a
+    deliberately different device output, both route checks fail."""
+    import shutil
+    import types
+
+    from paddlex_npu.run import ais
 
     root = shutil.copytree(om_roots["gears"], tmp_path / "root")
     for model in MODELS:
         (root / model / "inference.om").write_bytes(b"stand-in")  # the device path wants the OM file itself
     interface = types.ModuleType("ais_bench.infer.interface")
-    interface.InferSession = StandIn  # the ONNX beside inference.om, under the package's manifest
+    interface.InferSession = _stand_in(shift)  # the ONNX beside inference.om, under the package's manifest
     for name, module in (
         ("ais_bench", types.ModuleType("ais_bench")),
         ("ais_bench.infer", types.ModuleType("ais_bench.infer")),
@@ -108,9 +150,15 @@ def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_p
     monkeypatch.setattr(ais, "PROCESS", ais._Process())
     acl = ReferenceAcl("Ascend310P3")
     report = run_selftest(root, runtime="ais_bench", acl=acl)
+    routes = {c.name: c for c in report.checks if c.name.startswith("route")}
+    assert sorted(routes) == [f"route {m}: ais_bench vs reference" for m in MODELS]
+    if shift:
+        assert not report.ok and all(c.status == "fail" for c in routes.values()), report.to_json()
+        rec = routes["route PP-OCRv4_mobile_rec: ais_bench vs reference"].data
+        assert rec["device_text"] != rec["reference_text"] and rec["first_differing_step"] is not None
+        return
     assert report.ok, report.to_json()
     assert [c.name for c in report.checks][:2] == ["ais_bench", "pyACL"]
-    assert "route PP-OCRv4_mobile_rec: ais_bench vs reference" in [c.name for c in report.checks]
     assert acl.devices == {0: 0} and acl.initialised is False  # set and reset; initialised and finalized by the check
     other = _manifest_vs_acl(ReferenceAcl("Ascend910B4"), root, MODELS[1], 0)
     assert other.status == "fail" and other.detail.startswith("the OM was built for Ascend310P3, this device is")

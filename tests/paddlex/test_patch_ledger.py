@@ -81,3 +81,24 @@ def test_the_patch_ledger_lists_exactly_what_the_patcher_records():
     assert patched, "the patcher recorded nothing"
     assert not patched - listed, f"patched but missing from {LEDGER.name}: {sorted(patched - listed)}"
     assert not listed - patched, f"in {LEDGER.name} but not patched on PaddleX {probe['paddlex']}: {listed - patched}"
+
+
+def test_the_serving_ledger_lists_exactly_what_serve_patches():
+    """The serving patch (the pixel guard of PaddleX's decoders) is made through the record of
+    ``paddlex/serving.py``, named by the ledger's Serving table, and undone to the very same objects."""
+    from paddlex_npu.paddlex import serving
+    from paddlex_npu.serve import images
+
+    utils = serving.serving_utils()
+    originals = (utils.file_to_images, utils.MAX_IMAGE_PIXELS)
+    images.install(images.PixelLimits(max_image_pixels=1234))
+    try:
+        assert utils.MAX_IMAGE_PIXELS == 1234 and utils.file_to_images is not originals[0]
+        patched = {f"{owner.__name__}.{name}" for owner, name, _, _ in serving.patched_attributes()}
+    finally:
+        images.uninstall()
+    assert (utils.file_to_images, utils.MAX_IMAGE_PIXELS) == originals and not serving.patched_attributes()
+    table = LEDGER.read_text(encoding="utf-8").split("## Serving", 1)[1]
+    rows = [line for line in table.split("| patched | PaddleX | why | retired by |", 1)[1].splitlines()[2:]]
+    listed = {n for row in rows if row.startswith("|") for n in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
+    assert patched == listed, (patched, listed)

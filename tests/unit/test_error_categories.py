@@ -25,6 +25,10 @@ from tests.onnx_models import tiny_package
         (errors.DeviceCallError, "device", 503),
         (errors.NpuDeviceUnavailableError, "device", 503),
         (errors.RuntimeUnavailableError, "device", 503),
+        (errors.DeviceLostError, "device_lost", 503),
+        (errors.RequestTimeoutError, "timeout", 504),
+        (errors.QueueFullError, "overload", 503),
+        (errors.PoolClosedError, "overload", 503),
         (PatchError, "runtime", 500),
     ],
 )
@@ -32,7 +36,7 @@ def test_every_error_has_a_category_and_a_status(cls, category, status):
     exc = cls("what went wrong: do this")
     assert exc.category == category and errors.category_of(exc) == category
     code, message = http_status(exc)
-    assert code == status and message.endswith("what went wrong: do this")
+    assert code == status and message == f"{cls.__name__}: what went wrong: do this"
 
 
 def test_every_error_is_importable_from_the_package():
@@ -61,4 +65,29 @@ def test_an_input_outside_the_oms_ranges_is_a_client_error(tmp_path):
     with pytest.raises(errors.PaddlexNpuError) as info:
         runner([np.zeros((1, 2), np.int32), np.zeros((1, 3, 128, 8), np.float32)])
     code, message = http_status(info.value)
-    assert code == 422 and "[1, 3, 128, 8]" in message and message.startswith("bad input: ")
+    assert code == 422 and "[1, 3, 128, 8]" in message and message.startswith("InputShapeError: ")
+
+
+def test_the_docs_table_is_the_reply_table():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
+    table = page.split("<!-- table: generated from paddlex_npu/errors.py -->\n", 1)[1].split("<!-- end of table", 1)[0]
+    assert table == errors.markdown_table(), "docs/errors.md is stale: paste errors.markdown_table() into it"
+
+
+def test_every_category_an_error_class_has_is_in_the_reply_table():
+    classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, errors.PaddlexNpuError)]
+    assert {c.category for c in classes if isinstance(c.category, str)} <= set(errors.REPLIES)
+    assert {"timeout", "overload", "device_lost"} <= set(errors.REPLIES)
+
+
+def test_a_failure_reads_as_the_exception_it_came_from():
+    exc = errors.DeviceLostError("the context is gone")
+    assert (
+        errors.reply_to(errors.Failure.of(exc))
+        == errors.reply(exc)
+        == (503, "DeviceLostError: the context is gone", True)
+    )
+    code, message, retry = errors.reply_to(errors.Failure("KeyError", "/secret", "", "runtime", internal=True))
+    assert code == 500 and "secret" not in message and not retry

@@ -31,7 +31,8 @@ ORDER = [
 ]
 BASE = {"errors", "config", "log", "version", "deps", "envs", "devices"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
-# PaddleOCR is built on PaddleX: only the cli (its `paddleocr` wrapper command) and the paddlex layer touch it.
+# PaddleOCR is built on PaddleX: only the paddlex layer touches it. serve, ray and cli reach both through the one
+# boundary module paddlex_npu/paddlex/serving.py.
 FORBIDDEN = {
     "base": {"paddlex", "paddle", "paddleocr"},
     "om": {"paddlex", "paddle", "onnxruntime", "paddleocr"},
@@ -42,6 +43,9 @@ FORBIDDEN = {
     "reports": {"paddlex", "paddleocr"},
     "deploy": {"paddlex", "paddle", "paddleocr"},
     "perf": {"paddlex", "paddleocr"},
+    "serve": {"paddlex", "paddleocr"},
+    "ray": {"paddlex", "paddleocr"},
+    "cli": {"paddlex", "paddleocr"},
 }
 
 

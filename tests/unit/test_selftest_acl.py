@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from paddlex_npu.om import manifest as mf
@@ -113,3 +114,93 @@ def test_without_pyacl_the_acceptance_run_fails_instead_of_skipping(monkeypatch)
     monkeypatch.setitem(sys.modules, "acl", None)  # `import acl` raises ImportError
     check, module = selftest._pyacl()
     assert check.status == selftest.FAIL and module is None and "set_env.sh" in check.detail
+
+
+# ---- pyACL's failure returns (an empty value with ret != 0, None past 4,096 gears) --------------------------------
+@pytest.mark.parametrize(
+    "manifest, fail, call, ret",
+    [
+        (REC_DIMS, {"get_input_dynamic_gear_count": 145000}, "acl.mdl.get_input_dynamic_gear_count", 145000),
+        (REC_DIMS, {"get_input_dynamic_dims": 500002}, "acl.mdl.get_input_dynamic_dims", 500002),
+        (REC_DIMS, {"load_from_file": 100000}, "acl.mdl.load_from_file", 100000),
+        (REC_DIMS, {"get_desc": 100000}, "acl.mdl.get_desc", 100000),
+        (DYMSHAPE, {"get_input_dims_range": 100000}, "acl.mdl.get_input_dims_range", 100000),
+        (
+            {"mode": "dymbatch", "inputs": [{"name": "x", "shape": [-1, 3, 48, 320]}], "gears": [[1], [4]]},
+            {"get_dynamic_batch": 500002},
+            "acl.mdl.get_dynamic_batch",
+            500002,
+        ),
+        (
+            {"mode": "dymhw", "inputs": [{"name": "x", "shape": [1, 3, -1, -1]}], "gears": [[48, 320], [48, 640]]},
+            {"get_dynamic_hw": 500002},
+            "acl.mdl.get_dynamic_hw",
+            500002,
+        ),
+        (
+            {"mode": "static", "inputs": [{"name": "x", "shape": [1, 3, 48, 320]}]},
+            {"get_input_dims": 100000},
+            "acl.mdl.get_input_dims",
+            100000,
+        ),
+    ],
+)
+def test_a_failing_pyacl_call_is_reported_with_its_code(tmp_path, manifest, fail, call, ret):
+    """pyACL answers a failure with an empty dict (or 0) and ret != 0: selftest names the call and the code (it read
+    info["batch"] first and failed with KeyError: 'batch', losing the code)."""
+    root = _root(tmp_path, manifest)
+    acl = FakePyAcl(fail=fail, dims=[[1, 3, 48, 320], [6, 3, 48, 3200]], input_dims=[[1, 3, 48, 320]])
+    check = selftest._manifest_vs_acl(acl, root, MODEL, 0)
+    assert check.status == selftest.FAIL
+    assert check.detail.startswith(f"{call} returned {ret}: ACL could not describe the OM"), check.detail
+    assert check.data == {"call": call, "ret": ret} and "KeyError" not in check.detail
+    assert [c[0] for c in acl.calls][-2:] == ["reset_device", "finalize"]  # the device is still reset
+
+
+def test_past_4096_gears_pyacl_answers_none(tmp_path):
+    root = _root(tmp_path, REC_DIMS)
+    acl = FakePyAcl(dims=[[1, 3, 48, 320], [6, 3, 48, 3200]], gear_count=4097)
+    check = selftest._manifest_vs_acl(acl, root, MODEL, 0)
+    assert check.status == selftest.FAIL
+    assert check.detail.startswith("acl.mdl.get_input_dynamic_dims returned None (not a (value, ret) pair: None)")
+
+
+def test_acl_init_failing_names_its_code(tmp_path):
+    root = _root(tmp_path, REC_DIMS)
+    check = selftest._manifest_vs_acl(FakePyAcl(fail={"init": 100001}), root, MODEL, 0)
+    assert check.status == selftest.FAIL and check.detail.startswith("aclInit returned 100001")
+
+
+# ---- the recognition check: decoded texts ----------------------------------------------------------------------
+def _scores(path, classes=5):
+    """[1, T, C] scores whose best class per step is ``path``."""
+    out = np.full((1, len(path), classes), 0.1, np.float32)
+    out[0, np.arange(len(path)), path] = 0.9
+    return out
+
+
+def test_ctc_texts_collapse_repeats_and_drop_the_blank():
+    assert selftest.ctc_texts(_scores([0, 3, 3, 0, 3, 1, 1, 0])) == [[3, 3, 1]]
+    assert selftest.ctc_texts(np.array([[0, 3, 3, 0, 3, 1, 1, 0]])) == [[3, 3, 1]]  # [N, T] indices (ArgMax on device)
+    assert selftest.ctc_texts(np.array([[2, 2, 2], [0, 0, 4]])) == [[2], [4]]
+
+
+def test_a_near_tie_that_flips_blank_and_character_keeps_the_same_text():
+    """An fp16 OM may turn a step beside a character into the blank or the reverse: same decoded text, PASS (the raw
+    per-step argmax comparison failed it)."""
+    device, reference = _scores([0, 3, 3, 0, 1, 0]), _scores([0, 3, 0, 0, 1, 1])
+    check = selftest._compare("PP-OCRv4_mobile_rec", device, reference, ["", "a", "b", "c", "d"])
+    assert check.status == selftest.PASS, check.detail
+    assert check.data["device_text"] == check.data["reference_text"] == ["ca"]
+    assert check.data["first_differing_step"] == [0, 2]
+
+
+def test_different_texts_fail_with_the_first_differing_step_and_both_texts():
+    device, reference = _scores([0, 3, 0, 2, 0]), _scores([0, 3, 0, 1, 0])
+    check = selftest._compare("PP-OCRv4_mobile_rec", device, reference, ["", "a", "b", "c", "d"])
+    assert check.status == selftest.FAIL
+    assert check.data["device_text"] == ["cb"] and check.data["reference_text"] == ["ca"]
+    assert check.data["first_differing_step"] == [0, 3]
+    assert "device ['cb'], reference ['ca'] (first differing step [sample, step] [0, 3])" in check.detail
+    indices = selftest._compare("PP-OCRv4_mobile_rec", device.argmax(-1), reference.argmax(-1))
+    assert indices.status == selftest.FAIL and indices.data["device_text"] == [[3, 2]]

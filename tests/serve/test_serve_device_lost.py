@@ -1,0 +1,62 @@
+"""A device-fatal error ends ``serve``'s worker after its answer (issue 30.6), a real server on loopback on the
+simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``): the request that hits it is answered 503
+``DeviceLostError`` + Retry-After, a fresh worker answers the next one right, and when the restart budget is spent
+``/ready`` (and ``/health``) turn 503."""
+
+from __future__ import annotations
+
+import os
+
+from paddlex_npu.paddlex.pipelines import pipeline_on_device
+from paddlex_npu.run import simulated
+from paddlex_npu.samples import assets
+from tests.serve.conftest import stop
+from tests.serve.test_serve_faults import _get, _ocr_body, _post, _start, _until, _workers
+
+BOUND_S = 120
+
+
+def _calls_of_one_page(asset_root, image, env) -> int:
+    """Device calls of the OCR pipeline on ``image`` (in this process, on the simulated device)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        pipeline = pipeline_on_device(assets.ocr_pipeline_config(asset_root / "om"), 0, "simulated")
+        before = simulated.stats()["calls"]
+        list(pipeline.predict(str(image)))
+        pipeline.close()
+        return int(simulated.stats()["calls"] - before)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+
+def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_root, images, tmp_path, monkeypatch):
+    sim = {"PADDLEX_NPU_SIM_STORE": str(tmp_path / "store"), "PADDLEX_NPU_SIM_LOCKS": str(tmp_path / "locks")}
+    calls = _calls_of_one_page(asset_root, images["english"], sim)
+    assert calls >= 2
+    for k, v in {**sim, "PADDLEX_NPU_SIM_DEVICE_LOST": str(calls + 1)}.items():
+        monkeypatch.setenv(k, v)  # the server's environment (server_env copies ours)
+    args = ("--runtime", "simulated", "--workers", "1", "--restart-limit", "1")
+    server = _start(pipeline_yaml, tmp_path / "serve.log", *args)
+    try:
+        body = _ocr_body(images["english"])
+        first = _workers(server)
+        status, ok, _ = _post(server, body)
+        assert status == 200, ok
+        texts = ok["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]
+        status, lost, headers = _post(server, body)  # the second page's first call: the context is lost
+        assert status == 503 and lost["errorMsg"].startswith("DeviceLostError: "), lost
+        assert headers.get("retry-after") == "1"
+        assert _until(lambda: _get(server, "/ready")[0] == 200 and _workers(server) != first, BOUND_S, 0.2)
+        status, again, _ = _post(server, body)  # a fresh process answers right
+        assert status == 200 and again["result"]["ocrResults"][0]["prunedResult"]["rec_texts"] == texts
+        status, lost, _ = _post(server, body)  # lost again: the budget (1 restart) is spent
+        assert status == 503 and lost["errorMsg"].startswith("DeviceLostError: ")
+        assert _until(lambda: _get(server, "/health")[0] == 503, BOUND_S, 0.2)
+        status, health = _get(server, "/health")
+        assert "restart budget" in health["errorMsg"], health
+        assert _get(server, "/ready")[0] == 503
+    finally:
+        code = stop(server["proc"])
+    assert code == 0, server["log"].read_text()[-3000:]

@@ -1,0 +1,89 @@
+"""A device-fatal error ends the Triton model instance after its answer (issue 30.6), the real tritonserver on
+loopback on the simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``). Triton's Python backend
+(this nvidia-pytriton's, like upstream's since the restart code left ``python_be.cc``) does not restart a stub that
+died: ``triton-serve``'s watchdog reloads the model, and unloads it (``/v2/health/ready`` 503) once its restart
+budget is spent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
+from paddlex_npu.serve.triton_watch import stubs_of
+from tests.serve.conftest import free_ports, server_env, stop, wait_until
+from tests.serve.test_serve_device_lost import _calls_of_one_page
+from tests.serve.test_triton_faults import _infer, _ocr, _ready, _server_pid
+
+pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
+BOUND_S = 240
+OCR_READY = "/v2/models/ocr/ready"
+
+
+def _status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return 0
+
+
+def _ocr_stubs(proc) -> set:
+    try:
+        return {s.pid for s in stubs_of(_server_pid({"proc": proc})).values() if s.model == "ocr"}
+    except (OSError, ValueError, IndexError):
+        return set()
+
+
+def _until_lost(port: int, images, texts) -> int:
+    """Send the page until an answer is DeviceLostError (bounded); every answer before it is right."""
+    for sent in range(1, 9):
+        status, (answer,) = _infer(port, "ocr", [_ocr(images)])
+        if answer.get("errorCode") == 503:
+            assert answer["errorMsg"].startswith("DeviceLostError: "), answer
+            return sent
+        assert status == 200 and answer["errorCode"] == 0, answer
+        assert answer["result"]["ocrResults"][0]["prunedResult"]["rec_texts"] == texts
+    raise AssertionError("the device was never lost within 8 pages")
+
+
+def test_a_lost_device_ends_the_instance_and_the_budget_bounds_it(
+    pipeline_yaml, asset_root, images, npu_pipeline, tmp_path, monkeypatch
+):
+    sim = {"PADDLEX_NPU_SIM_STORE": str(tmp_path / "store"), "PADDLEX_NPU_SIM_LOCKS": str(tmp_path / "locks")}
+    calls = _calls_of_one_page(asset_root, images["english"], sim)
+    for k, v in {**sim, "PADDLEX_NPU_SIM_DEVICE_LOST": str(2 * calls + 1)}.items():
+        monkeypatch.setenv(k, v)  # the server's environment (server_env copies ours)
+    texts = list(next(iter(npu_pipeline.predict(str(images["english"]))))["rec_texts"])
+    repo = build_triton_repo(pipeline_yaml, tmp_path / "repo", TritonOptions(runtime="simulated"))
+    http, grpc, metrics = free_ports(3)
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "triton-serve", str(repo.root), "--host", "127.0.0.1"]
+    cmd += ["--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)]
+    cmd += ["--workdir", str(tmp_path / "work"), "--restart-limit", "1"]
+    log = tmp_path / "triton-serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        why = wait_until(lambda: _ready(http), proc, 300, log)
+        assert why is None, why
+        first = _ocr_stubs(proc)
+        _until_lost(http, images, texts)  # answered, then the instance exits
+        end = time.monotonic() + BOUND_S
+        while time.monotonic() < end and not (_ocr_stubs(proc) - first and _status(http, OCR_READY) == 200):
+            time.sleep(0.2)
+        assert _ocr_stubs(proc) - first, log.read_text()[-3000:]  # a fresh stub process
+        _until_lost(http, images, texts)  # the fresh instance answers right, until it is lost too
+        end = time.monotonic() + BOUND_S
+        while time.monotonic() < end and _status(http, "/v2/health/ready") != 503:
+            time.sleep(0.2)
+        assert _status(http, "/v2/health/ready") == 503  # the budget (1 reload) is spent: the model is unloaded
+        assert "restart budget" in log.read_text()
+    finally:
+        stop(proc)

@@ -1,0 +1,181 @@
+"""run/ais.py against both ais_bench generations of DeviceManager.cpp (Ascend tools, before and after commit
+a04bd85b "fix finalize", 2024-12-09, read in Yanguan619/aclruntime): who borrowed a context, what the older one
+says, and ACL's device-fatal codes (CANN aclError list) raised as DeviceLostError."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from paddlex_npu.errors import DeviceLostError, NpuDeviceUnavailableError
+from paddlex_npu.run import ais
+from tests.fake_ascend import FakeAcl, install, session_class
+
+X = [np.zeros((1, 3, 8, 8), np.float32)]
+
+
+@pytest.fixture()
+def warnings(monkeypatch):
+    monkeypatch.setattr(ais, "PROCESS", ais._Process())
+    monkeypatch.setattr(ais, "_BORROWS", {}, raising=False)
+    seen = []
+    monkeypatch.setattr(ais.logger, "warning", lambda msg, *args: seen.append(msg % args))
+    return seen
+
+
+def _aclruntime(monkeypatch, tmp_path, borrows: bool) -> None:
+    """An aclruntime extension on sys.path; the newer one carries DeviceManager.cpp's WARN_LOG text."""
+    text = 'WARN_LOG("acl repeat initialize");\n' if borrows else 'ERROR_LOG("acl init failed");\n'
+    (tmp_path / "aclruntime.py").write_text("# " + text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+@pytest.mark.parametrize("borrows", [True, False])
+def test_the_generation_is_read_from_the_aclruntime_extension(monkeypatch, tmp_path, warnings, borrows):
+    assert ais.ais_bench_borrows() is None  # no aclruntime here
+    _aclruntime(monkeypatch, tmp_path, borrows)
+    assert ais.ais_bench_borrows() is borrows
+
+
+def test_a_pyacl_users_own_acl_init_is_detected_as_ais_bench_detects_it(monkeypatch, warnings):
+    """No context current, no known library: only aclInit's "repeat initialize" tells ais_bench, which then borrows
+    the device's default context; paddlex-npu sees that context is the default one."""
+    acl = FakeAcl()
+    install(monkeypatch, acl, session_class(acl))
+    assert acl.init() == 0  # the user's own pyACL init, nothing else
+    session = ais.open_session("m.om", 0)
+    assert session.borrowed and session.context == "default-ctx-0"
+    session.free_resource()
+    assert acl.destroyed == [] and acl.device_refs == {0: 1}  # one reference held for the process, never reset
+    assert ais.open_session("n.om", 0).context == "ais-ctx-0" and acl.device_refs == {0: 1}  # read once
+
+
+def test_importing_torch_npu_is_not_initialising_acl(monkeypatch, warnings):
+    """torch_npu calls aclInit in its lazy init (first NPU call), not at import."""
+    torch_npu = types.ModuleType("torch_npu")
+    torch_npu.npu = types.SimpleNamespace(is_initialized=lambda: False)
+    monkeypatch.setitem(sys.modules, "torch_npu", torch_npu)
+    assert ais.acl_initialisers() == []
+    acl = FakeAcl()
+    install(monkeypatch, acl, session_class(acl))
+    session = ais.open_session("m.om", 0)
+    assert not session.borrowed
+    session.free_resource()
+    assert acl.destroyed == ["ais-ctx-0"]  # freed: no device memory left behind per reload
+    torch_npu.npu = types.SimpleNamespace(is_initialized=lambda: True)
+    assert ais.acl_initialisers() == ["torch_npu (initialised)"]
+
+
+def test_without_pyacl_a_known_initialiser_decides(monkeypatch, warnings):
+    acl = FakeAcl(initialised=True)
+    install(monkeypatch, acl, session_class(acl))
+    monkeypatch.setitem(sys.modules, "acl", None)  # no pyACL: contexts cannot be read
+    torch_npu = types.ModuleType("torch_npu")
+    torch_npu.npu = types.SimpleNamespace(is_initialized=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch_npu", torch_npu)
+    assert ais.open_session("m.om", 0).borrowed
+    assert not ais.open_session("n.om", 0).borrowed  # the second session on the device makes its own context
+
+
+def test_the_older_generation_cannot_borrow_and_says_what_to_do(monkeypatch, tmp_path, warnings):
+    _aclruntime(monkeypatch, tmp_path, borrows=False)
+    acl = FakeAcl()
+    install(monkeypatch, acl, session_class(acl, borrows=False))
+    acl.init()  # a pyACL user initialised ACL first: the older InitDevices fails with 100002
+    with pytest.raises(NpuDeviceUnavailableError) as info:
+        ais.open_session("m.om", 0)
+    text = str(info.value)
+    assert "([100002][Error code unknown])" in text and "predates ais_bench's 2024-12 DeviceManager change" in text
+    assert "Load paddlex-npu's models before that library initialises ACL" in text
+    assert not any("borrows" in w for w in warnings)
+
+
+def test_the_older_generation_is_refused_before_the_call_after_another_init(monkeypatch, tmp_path, warnings):
+    _aclruntime(monkeypatch, tmp_path, borrows=False)
+    acl = FakeAcl(initialised=True)
+    cls = session_class(acl, borrows=False)
+    install(monkeypatch, acl, cls)
+    paddle = types.ModuleType("paddle")
+    paddle.device = types.SimpleNamespace(get_all_custom_device_type=lambda: ["npu"])
+    monkeypatch.setitem(sys.modules, "paddle", paddle)
+    with pytest.raises(NpuDeviceUnavailableError, match=r"initialised by paddle \(custom device npu\) before"):
+        ais.open_session("m.om", 0)
+    assert cls.ais_init is None  # ais_bench was never called (a failed open leaks device memory)
+
+
+def test_the_older_generation_opens_and_frees_when_it_initialises_acl_itself(monkeypatch, tmp_path, warnings):
+    _aclruntime(monkeypatch, tmp_path, borrows=False)
+    acl = FakeAcl()
+    install(monkeypatch, acl, session_class(acl, borrows=False))
+    session = ais.open_session("m.om", 0)
+    assert not session.borrowed
+    session.free_resource()
+    assert acl.destroyed == ["ais-ctx-0"]
+
+
+@pytest.mark.parametrize("code, name", [(507015, "ACL_ERROR_RT_AICORE_EXCEPTION"), (507899, "DRV_INTERNAL_ERROR")])
+def test_device_fatal_codes_raise_device_lost(monkeypatch, warnings, code, name):
+    acl = FakeAcl()
+    cls = session_class(acl)
+    install(monkeypatch, acl, cls)
+    session = ais.open_session("m.om", 0)
+    cls.fail_with = code
+    with pytest.raises(DeviceLostError, match=rf"failed with {code} \(.*{name}\): the NPU context") as info:
+        session.infer(X, mode="dymshape")
+    assert info.value.category == "device_lost" and isinstance(info.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize("code", [-1, 100000, 145021, 507008])
+def test_ordinary_failures_are_not_device_lost(monkeypatch, warnings, code):
+    """-1: ais_bench's own check failures ("[-1][ACL: general failure]", e.g. an input of the wrong size);
+    100000 invalid parameter, 145021 invalid shape (GE), 507008 SoC version: not a lost context."""
+    acl = FakeAcl()
+    cls = session_class(acl)
+    install(monkeypatch, acl, cls)
+    session = ais.open_session("m.om", 0)
+    cls.fail_with = code
+    with pytest.raises(RuntimeError) as info:
+        session.infer(X, mode="dymshape")
+    assert not isinstance(info.value, DeviceLostError)
+    assert ais.acl_code(info.value) == code
+
+
+def test_a_lost_device_at_open_is_device_lost(monkeypatch, warnings):
+    acl = FakeAcl()
+    cls = session_class(acl)
+
+    class Lost(cls):
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("[507901][Error code unknown] ")
+
+    install(monkeypatch, acl, Lost)
+    with pytest.raises(DeviceLostError, match="507901 \\(ACL_ERROR_RT_SOCKET_CLOSE\\)"):
+        ais.open_session("m.om", 0)
+
+
+def test_the_runner_lets_device_lost_through_and_explains_other_failures(monkeypatch, tmp_path, warnings):
+    """The OM runner turns a failed call into DeviceCallError (model, shapes, sizes) but must not hide a lost
+    context behind it: the worker's supervisor looks for DeviceLostError."""
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.errors import DeviceCallError
+    from paddlex_npu.run.runner import build_om_runner
+    from tests.onnx_models import image_model, tiny_package
+
+    tiny_package(tmp_path, image_model)
+    (tmp_path / "inference.om").write_bytes(b"om")
+    acl = FakeAcl()
+    cls = session_class(acl)
+    install(monkeypatch, acl, cls)
+    runner = build_om_runner(tmp_path, runtime="ais_bench", device_id=0, config=OMBackendConfig(warmup_runs=0))
+    try:
+        cls.fail_with = -1
+        with pytest.raises(DeviceCallError, match=r"session failed \(\[-1\]"):
+            runner(X)
+        cls.fail_with = 507015
+        with pytest.raises(DeviceLostError, match="507015"):
+            runner(X)
+    finally:
+        runner.close()
