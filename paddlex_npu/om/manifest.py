@@ -357,7 +357,7 @@ def default_for(
     """What an OM without a manifest is taken to be: dymshape with the descriptors' -1 dims unbounded, or
     static when nothing is dynamic. When no input varies, an output with a -1 dim can only be data-dependent
     (NMS boxes): such a model is dymshape with those outputs marked."""
-    dynamic = any(d < 0 for s in input_shapes for d in s)
+    dynamic = any(d <= 0 for s in input_shapes for d in s)  # 0 or -1: not fixed, as the shapes below take it
     data_dependent = []
     if not dynamic and output_shapes is not None:
         data_dependent = [n for n, s in zip(output_names, output_shapes) if any(d < 0 for d in s)]

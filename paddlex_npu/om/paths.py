@@ -43,13 +43,17 @@ def check_model_path(path: Union[str, Path], file: Optional[Union[str, Path]] = 
                 "move or copy the package to a folder whose absolute path has none of them",
             )
     target = Path(file) if file is not None else Path(path)
-    if target.is_symlink():
+    try:
+        linked, exists = target.is_symlink(), target.exists()
+    except OSError as exc:  # e.g. a path of 4,096 characters: within ais_bench's limit, over Linux's PATH_MAX
+        raise _illegal(str(target), f"the system cannot examine it ({exc.strerror})", "use a shorter path") from None
+    if linked:
         raise _illegal(
             str(target),
             "it is a symbolic link, which ais_bench does not open",
             f'copy the file instead of linking it (`cp --remove-destination "$(readlink -f {target})" {target}`)',
         )
-    if not target.exists():
+    if not exists:
         return
     _check_stat(target, target.stat())
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigError
 from .benchmark import SERIAL, BenchmarkReport
@@ -211,16 +211,6 @@ def predict(
     cpu_use = x * cpu / 1000.0 / cores  # at an idle machine's cost per page; contention adds to it as cores fill
     cpu_use = min(1.0, cpu_use * (1.0 + contention * cpu_use))
     utils = {"device": x * dev / 1000.0 / npus, "host CPU": cpu_use, "serving": serving_util}
-    assumptions = [
-        f"page costs measured on {cost.source}",
-        f"device {chip.name}: {chip.why}",
-        f"host CPU {cpu:.2f} ms per page (pipeline {cost.host_ms:.2f} + executor {cost.executor_ms:.2f}"
-        + (f" + serving {cost.serving_ms:.2f}" if cost.serving_ms else "")
-        + f") / cpu speed {cpu_speed:g}",
-        f"CPU per page {100 * contention:.0f}% higher with every core busy (shared caches, memory bandwidth; "
-        "measured on the 2-core development VM)",
-        "pages like the benchmark's (same sizes, same text density: device and CPU time scale with both)",
-    ]
     return Prediction(
         host=host,
         cores=cores,
@@ -234,8 +224,22 @@ def predict(
         serving_util=serving_util,
         cpu_ms=cpu,
         device_ms=dev,
-        assumptions=assumptions,
+        assumptions=_assumptions(cost, chip, cpu, cpu_speed, contention),
     )
+
+
+def _assumptions(cost: PageCost, chip: Any, cpu: float, cpu_speed: float, contention: float) -> List[str]:
+    """What a prediction rests on, in words (printed under it)."""
+    return [
+        f"page costs measured on {cost.source}",
+        f"device {chip.name}: {chip.why}",
+        f"host CPU {cpu:.2f} ms per page (pipeline {cost.host_ms:.2f} + executor {cost.executor_ms:.2f}"
+        + (f" + serving {cost.serving_ms:.2f}" if cost.serving_ms else "")
+        + f") / cpu speed {cpu_speed:g}",
+        f"CPU per page {100 * contention:.0f}% higher with every core busy (shared caches, memory bandwidth; "
+        "measured on the 2-core development VM)",
+        "pages like the benchmark's (same sizes, same text density: device and CPU time scale with both)",
+    ]
 
 
 def predict_host(cost: PageCost, name: str, contention: float = CONTENTION) -> Prediction:

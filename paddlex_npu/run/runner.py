@@ -407,14 +407,7 @@ def build_om_runner(
     package = resolve_om_package(model_dir, runtime)
     given = given_manifest(package, config)
     name = model_name or package.model_dir.name
-    if given is not None:
-        given.check_soc()
-        check_task_rules(given, policy_for(task), name)
-        if runtime == "ais_bench":  # the chip ATC built it for against this machine's (acl.get_soc_name())
-            from .device_ids import check_om_soc
-
-            check_om_soc(given.soc_version, str(package.om_path))
-    _warn_on_checksum(package, given)
+    _check_package(package, given, runtime, task, name)
     opened = open_session(
         runtime,
         package,
@@ -435,24 +428,41 @@ def build_om_runner(
         raise
     _check_warmup_shapes(config, runner)
     _check_budget(runner, config)
-    on_onnx = runtime in ONNX_RUNTIMES and package.onnx_path is not None  # the CPU runs the ONNX, not the OM
-    runs = package.onnx_path.name if on_onnx else package.om_path.name
-    built = ", the ONNX the OM is built from" if on_onnx else ""
-    logger.info(
-        "OM runner for %s: %s (%s%s) on npu:%d via %s (inputs %s)",
-        name,
-        runs,
-        manifest.mode,
-        built,
-        device_id,
-        runtime,
-        runner.input_names,
-    )
+    _log_loaded(runner, package, runtime)
     if config.warmup_gears:
         runner.warmup_gears()
     if config.warmup_runs:
         runner.warmup(config.warmup_runs, config.warmup_shapes)
     return runner
+
+
+def _check_package(package: Any, given: Optional[mf.OMManifest], runtime: str, task: Optional[str], name: str) -> None:
+    """What a package's manifest promises, checked before a session opens: its chip, its task's rules, and (on
+    the NPU) the chip ATC built it for against this machine's (``acl.get_soc_name()``); then its checksum."""
+    if given is not None:
+        given.check_soc()
+        check_task_rules(given, policy_for(task), name)
+        if runtime == "ais_bench":
+            from .device_ids import check_om_soc
+
+            check_om_soc(given.soc_version, str(package.om_path))
+    _warn_on_checksum(package, given)
+
+
+def _log_loaded(runner: OMRunner, package: Any, runtime: str) -> None:
+    on_onnx = runtime in ONNX_RUNTIMES and package.onnx_path is not None  # the CPU runs the ONNX, not the OM
+    runs = package.onnx_path.name if on_onnx else package.om_path.name
+    built = ", the ONNX the OM is built from" if on_onnx else ""
+    logger.info(
+        "OM runner for %s: %s (%s%s) on npu:%d via %s (inputs %s)",
+        runner.name,
+        runs,
+        runner.manifest.mode,
+        built,
+        runner.device_id,
+        runtime,
+        runner.input_names,
+    )
 
 
 def solved_output_shapes(manifest: mf.OMManifest, names: Sequence[str], bound: int) -> Optional[OutputShapes]:

@@ -25,7 +25,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
@@ -328,7 +328,7 @@ def build_pir_folders(root: Path, python: Path, subdir: str = "pir", models: Seq
 
 
 def ocr_pipeline_config(
-    model_root: Path, orientation: bool = False, rec: str = REC, det: str = DET, **submodule_overrides: Any
+    model_root: Path, orientation: bool = False, rec: str = REC, det: str = DET, **overrides: Any
 ) -> Dict[str, Any]:
     """A PaddleX OCR pipeline config over the model folders in ``model_root``.
 
@@ -353,7 +353,7 @@ def ocr_pipeline_config(
                 "thresh": 0.3,
                 "box_thresh": 0.6,
                 "unclip_ratio": 1.5,
-                **submodule_overrides,
+                **overrides,
             },
             "TextRecognition": {
                 "module_name": "text_recognition",
@@ -361,36 +361,42 @@ def ocr_pipeline_config(
                 "model_dir": str(model_root / rec),
                 "batch_size": 6,
                 "score_thresh": 0.0,
-                **submodule_overrides,
+                **overrides,
             },
         },
     }
     if orientation:
-        config["SubModules"]["TextLineOrientation"] = {
-            "module_name": "textline_orientation",
-            "model_name": TEXTLINE_ORI,
-            # batch 1: PaddleX 3.7.2's classification results keep the whole batch's class_ids in every item
-            # (BasePredictor.apply splits lists, not arrays), so the OCR pipeline would use the first line's angle.
-            "model_dir": str(model_root / TEXTLINE_ORI),
-            "batch_size": 1,
-            **submodule_overrides,
-        }
-        config["SubPipelines"] = {
-            "DocPreprocessor": {
-                "pipeline_name": "doc_preprocessor",
-                "use_doc_orientation_classify": True,
-                "use_doc_unwarping": False,
-                "SubModules": {
-                    "DocOrientationClassify": {
-                        "module_name": "doc_text_orientation",
-                        "model_name": DOC_ORI,
-                        "model_dir": str(model_root / DOC_ORI),
-                        **submodule_overrides,
-                    }
-                },
-            }
-        }
+        config["SubModules"]["TextLineOrientation"], config["SubPipelines"] = _orientation(model_root, overrides)
     return config
+
+
+def _orientation(model_root: Path, overrides: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    """The text-line orientation SubModule and the doc preprocessor SubPipeline (page orientation, no unwarping)."""
+    textline = {
+        "module_name": "textline_orientation",
+        "model_name": TEXTLINE_ORI,
+        # batch 1: PaddleX 3.7.2's classification results keep the whole batch's class_ids in every item
+        # (BasePredictor.apply splits lists, not arrays), so the OCR pipeline would use the first line's angle.
+        "model_dir": str(model_root / TEXTLINE_ORI),
+        "batch_size": 1,
+        **overrides,
+    }
+    doc = {
+        "DocPreprocessor": {
+            "pipeline_name": "doc_preprocessor",
+            "use_doc_orientation_classify": True,
+            "use_doc_unwarping": False,
+            "SubModules": {
+                "DocOrientationClassify": {
+                    "module_name": "doc_text_orientation",
+                    "model_name": DOC_ORI,
+                    "model_dir": str(model_root / DOC_ORI),
+                    **overrides,
+                }
+            },
+        }
+    }
+    return textline, doc
 
 
 FONT_DIRS = ("/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/wqy")

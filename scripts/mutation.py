@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Mutation testing of the modules that decide what reaches the device (mutmut, against the unit layer).
+
+    scripts/mutation.py --setup                 # add mutmut to .venv-unit (requirements/mutation.txt)
+    scripts/mutation.py                         # every module in MODULES, one after another
+    scripts/mutation.py paddlex_npu/om/paths.py # some of them
+    scripts/mutation.py --ci                    # CI: the functions a change touched, within --budget seconds
+    scripts/mutation.py --survivors MODULE      # the diffs of the surviving mutants of a module's last run
+
+Each module runs in a scratch folder of its own (``.mutation/<module>/``: mutmut copies the project into its
+``mutants/`` there), with ``[tool.mutmut]`` of pyproject.toml (the exclusion rules, written down there) plus
+``only_mutate`` for that module, and pytest on ``tests/unit`` (PaddleX-free). The score of a module is
+caught / (mutants - equivalent), caught = killed + timeout; equivalent mutants are listed, one line why each, in
+scripts/mutation-equivalents.txt. Prints one row per module and the total; ``--min-score`` (default 90) fails the
+run when a module is below it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11: mutmut 3 installs toml
+    import toml as tomllib  # type: ignore[no-redef]
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv-unit"  # the unit layer's environment, with mutmut added (--setup)
+WORK = REPO / ".mutation"
+EQUIVALENTS = REPO / "scripts" / "mutation-equivalents.txt"
+# What decides what reaches the device, smallest first. The runtimes' doubles (run/reference*.py, run/simulated.py)
+# are left out: they stand in for the device, their own tests are the reference checks.
+MODULES = [
+    "paddlex_npu/run/tasks.py",
+    "paddlex_npu/devices.py",
+    "paddlex_npu/run/dtypes.py",
+    "paddlex_npu/serve/options.py",
+    "paddlex_npu/om/graph.py",
+    "paddlex_npu/om/paths.py",
+    "paddlex_npu/config.py",
+    "paddlex_npu/om/package.py",
+    "paddlex_npu/om/output_shapes.py",
+    "paddlex_npu/run/device_ids.py",
+    "paddlex_npu/run/session.py",
+    "paddlex_npu/om/atc.py",
+    "paddlex_npu/serve/images.py",
+    "paddlex_npu/run/buffers.py",
+    "paddlex_npu/run/shape_solver.py",
+    "paddlex_npu/run/ais.py",
+    "paddlex_npu/om/manifest.py",
+    "paddlex_npu/run/gears.py",
+    "paddlex_npu/run/runner.py",
+]
+CAUGHT = {1, 3, 36, -24, 24, 152, 255}  # mutmut's exit codes: killed (1, 3) and timeout
+SURVIVED = {0, 5, 33}  # survived, no tests
+# What the unit layer reads besides the package and its tests (the docs checks, the layer rules, ...).
+ALSO_COPY = (
+    "docs",
+    "mkdocs.yml",
+    "README.md",
+    "requirements",
+    "scripts",
+    "setup.cfg",
+    "examples",
+    "benchmarks",
+    "deploy",
+    "patches",
+)
+CI_SAMPLE = ["paddlex_npu/om/paths.py"]  # CI with no listed module touched: a fixed small sample
+
+
+def mutmut_config() -> dict:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["mutmut"]
+
+
+def toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "[" + ", ".join(toml_value(v) for v in value) + "]"
+
+
+def importing_tests(modules: List[str]) -> List[str]:
+    """The unit test files that import one of ``modules`` by name (CI's narrower, faster selection)."""
+    patterns = []
+    for module in modules:
+        package, _, name = module[:-3].replace("/", ".").rpartition(".")
+        patterns.append(
+            re.compile(rf"\b{re.escape(package)}\.{name}\b|from {re.escape(package)} import [^\n]*\b{name}\b")
+        )
+    return sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "tests" / "unit").glob("test_*.py")
+        if any(pat.search(p.read_text()) for pat in patterns)
+    )
+
+
+def prepare(work: Path, modules: List[str], fresh: bool, tests: Optional[List[str]] = None) -> Path:
+    """The scratch folder ``work``: links to the package and the tests, and the mutmut config for ``modules``
+    (``tests``: the test selection, default the config's)."""
+    if fresh and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    for name in ("paddlex_npu", "tests", *ALSO_COPY):
+        link = work / name
+        if not link.is_symlink() and (REPO / name).exists():
+            link.symlink_to(REPO / name)
+    config = dict(mutmut_config(), only_mutate=list(modules), also_copy=list(ALSO_COPY))
+    if tests:
+        config["pytest_add_cli_args_test_selection"] = tests
+    with open(REPO / "pyproject.toml", "rb") as f:
+        pytest_ini = tomllib.load(f)["tool"]["pytest"]["ini_options"]
+    text = "[tool.mutmut]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in config.items())
+    text += "\n[tool.pytest.ini_options]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in pytest_ini.items())
+    (work / "pyproject.toml").write_text(text)
+    return work
+
+
+def run_modules(
+    work: Path,
+    modules: List[str],
+    names: Optional[List[str]],
+    jobs: int,
+    timeout: float,
+    fresh: bool,
+    tests: Optional[List[str]] = None,
+) -> bool:
+    """mutmut on ``modules`` at once, one test-coverage pass for all (``names``: only those mutant globs); False
+    when it ran out of time."""
+    work = prepare(work, modules, fresh, tests)
+    # made before Python starts: a PYTHONPATH entry that does not exist yet is cached as absent for good
+    (work / "mutants").mkdir(exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(work / "mutants"), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PADDLEX_NPU_RUNTIME", None)
+    cmd = [str(VENV / "bin" / "mutmut"), "run", "--max-children", str(jobs), *(names or [])]
+    with open(work / "mutmut.log", "w") as log:
+        try:
+            subprocess.run(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return False
+    return True
+
+
+def meta_of(module: str, work: Optional[Path] = None) -> Optional[Path]:
+    """The result file of ``module`` in ``work``, else the newest among the scratch folders."""
+    found = sorted((work or WORK).glob(f"{'' if work else '*/'}mutants/{module}.meta"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def exit_codes(module: str, work: Optional[Path] = None) -> Dict[str, Optional[int]]:
+    meta = meta_of(module, work)
+    return json.loads(meta.read_text())["exit_code_by_key"] if meta else {}
+
+
+def equivalents() -> Dict[str, str]:
+    """Mutant name -> why it changes no behaviour (scripts/mutation-equivalents.txt)."""
+    out = {}
+    for line in EQUIVALENTS.read_text().splitlines() if EQUIVALENTS.exists() else []:
+        if line.strip() and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            out[name] = why.strip()
+    return out
+
+
+def score(module: str, only: Optional[Set[str]] = None, work: Optional[Path] = None) -> dict:
+    codes = {k: v for k, v in exit_codes(module, work).items() if only is None or k in only}
+    equiv = equivalents()
+    checked = {k: v for k, v in codes.items() if v is not None and v != 34}
+    eq = [k for k in checked if k in equiv]
+    caught = [k for k, v in checked.items() if v in CAUGHT and k not in equiv]
+    survived = sorted(k for k, v in checked.items() if v not in CAUGHT and k not in equiv)
+    stale = [k for k in eq if checked[k] in CAUGHT]  # listed as equivalent, yet a test kills it: not equivalent
+    counted = len(checked) - len(eq)
+    return {
+        "module": module,
+        "mutants": len(codes),
+        "checked": len(checked),
+        "equivalent": len(eq),
+        "caught": len(caught),
+        "survived": survived,
+        "stale_equivalents": stale,
+        "score": 100.0 * len(caught) / counted if counted else 100.0,
+    }
+
+
+def print_table(rows: List[dict], min_score: float) -> bool:
+    ok = True
+    print(f"{'module':40} {'mutants':>7} {'equiv':>5} {'caught':>6} {'survived':>8} {'score':>7}")
+    for r in rows:
+        below = r["score"] < min_score or r["checked"] < r["mutants"]
+        ok &= not below
+        mark = "  BELOW" if r["score"] < min_score else "  (incomplete)" if r["checked"] < r["mutants"] else ""
+        print(
+            f"{r['module']:40} {r['mutants']:7} {r['equivalent']:5} {r['caught']:6} {len(r['survived']):8} "
+            f"{r['score']:6.1f}%{mark}"
+        )
+        for k in r["stale_equivalents"]:
+            print(f"  listed as equivalent but killed: {k} (drop it from {EQUIVALENTS.name})")
+    total_counted = sum(r["checked"] - r["equivalent"] for r in rows)
+    total_caught = sum(r["caught"] for r in rows)
+    total = 100.0 * total_caught / total_counted if total_counted else 100.0
+    print(
+        f"{'all':40} {sum(r['mutants'] for r in rows):7} {sum(r['equivalent'] for r in rows):5} {total_caught:6} "
+        f"{sum(len(r['survived']) for r in rows):8} {total:6.1f}%"
+    )
+    return ok
+
+
+# ---- CI: the functions a change touched ------------------------------------------------------------------------
+def changed_lines(base: str) -> Dict[str, Set[int]]:
+    """Per listed module, the lines (new numbering) a change against ``base`` added or altered."""
+    diff = subprocess.run(
+        ["git", "diff", "-U0", base, "--", *MODULES], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    out: Dict[str, Set[int]] = {}
+    current = None
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            current = line[6:] if line.startswith("+++ b/") else None
+        elif line.startswith("@@") and current:
+            new = line.split()[2].lstrip("+").split(",")
+            start, count = int(new[0]), int(new[1]) if len(new) > 1 else 1
+            out.setdefault(current, set()).update(range(start, start + max(count, 1)))
+    return out
+
+
+def functions_at(module: str, lines: Set[int]) -> List[str]:
+    """mutmut's mutant-name globs of the functions (and methods) holding ``lines``."""
+    tree = ast.parse((REPO / module).read_text())
+    globs = []
+
+    def visit(node: ast.AST, cls: Optional[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, child.name)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if lines & set(range(child.lineno, (child.end_lineno or child.lineno) + 1)):
+                    mangled = f"x\u01c1{cls}\u01c1{child.name}" if cls else f"x_{child.name}"
+                    globs.append(f"{module[:-3].replace('/', '.')}.{mangled}__mutmut_*")
+
+    visit(tree, None)
+    return globs
+
+
+def ci_base() -> str:
+    for ref in ("origin/main", "main"):
+        found = subprocess.run(["git", "merge-base", "HEAD", ref], cwd=REPO, capture_output=True, text=True)
+        base = found.stdout.strip()
+        if found.returncode == 0 and base and base != head():
+            return base
+    return "HEAD~1"
+
+
+def head() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
+def ci_targets(base: str) -> List[Tuple[str, Optional[List[str]]]]:
+    """(module, mutant globs) a change touched; the fixed sample, whole, when it touched none."""
+    targets = []
+    for module, lines in sorted(changed_lines(base).items()):
+        globs = functions_at(module, lines)
+        if globs:
+            targets.append((module, globs))
+    return targets or [(m, None) for m in CI_SAMPLE]
+
+
+def matching(module: str, globs: Optional[Iterable[str]], work: Optional[Path] = None) -> Optional[Set[str]]:
+    if globs is None:
+        return None
+    return {k for k in exit_codes(module, work) if any(fnmatch.fnmatchcase(k, g) for g in globs)}
+
+
+def setup() -> None:
+    if not (VENV / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "-r", str(REPO / "requirements" / "mutation.txt")], check=True)
+
+
+def survivors(module: str) -> None:
+    meta = meta_of(module)
+    work = meta.parents[len(Path(module).parts)] if meta else WORK
+    for name in score(module)["survived"]:
+        subprocess.run([str(VENV / "bin" / "mutmut"), "show", name], cwd=work, check=False)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    global VENV
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("modules", nargs="*", help=f"modules to mutate (default: all {len(MODULES)} of MODULES)")
+    p.add_argument("--ci", action="store_true", help="the functions a change touched (vs the merge base)")
+    p.add_argument("--base", help="--ci: the commit to compare with (default: merge-base with origin/main)")
+    p.add_argument("--budget", type=float, default=210.0, help="--ci: seconds for the whole run (default 210)")
+    p.add_argument("--min-score", type=float, default=90.0, help="fail under this score per module (default 90)")
+    p.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
+    p.add_argument("--timeout", type=float, default=3 * 3600.0, help="seconds for the run (default 3 hours)")
+    p.add_argument("--keep", action="store_true", help="reuse the last run's results (mutmut's cache)")
+    p.add_argument("--report", action="store_true", help="print the last runs' scores, run nothing")
+    p.add_argument("--survivors", metavar="MODULE", help="show the surviving mutants' diffs of MODULE")
+    p.add_argument("--setup", action="store_true", help="install requirements/mutation.txt into the venv")
+    p.add_argument("--venv", type=Path, default=VENV, help=f"mutmut's environment (default {VENV})")
+    args = p.parse_args(argv)
+    VENV = args.venv
+    if args.setup:
+        setup()
+        return 0
+    if args.survivors:
+        survivors(args.survivors)
+        return 0
+    if args.ci:
+        targets = ci_targets(args.base or ci_base())
+    else:
+        targets = [(m, None) for m in (args.modules or MODULES)]
+    start, complete = time.monotonic(), True
+    modules = [m for m, _ in targets]
+    globs = None if all(g is None for _, g in targets) else [x for _, g in targets for x in g or []]
+    work = WORK / ("ci" if args.ci else "run")
+    if not args.report:
+        timeout = args.budget if args.ci else args.timeout
+        tests = importing_tests(modules) if args.ci else None
+        complete = run_modules(work, modules, globs, args.jobs, timeout, fresh=not args.keep, tests=tests)
+        if not complete:
+            print(f"out of time after {timeout:.0f} s", file=sys.stderr)
+    where = None if args.report else work
+    rows = [score(m, matching(m, g, where), where) for m, g in targets]
+    ok = print_table(rows, args.min_score)
+    print(f"{time.monotonic() - start:.0f} s")
+    if args.ci and not complete:
+        print(f"the run did not finish within {args.budget:.0f} s", file=sys.stderr)
+    return 0 if ok and complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
