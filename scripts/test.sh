@@ -67,7 +67,7 @@ pytest_run() { "$1/bin/python" -m pytest -q -ra --durations=15 "${@:2}"; }
 # Beside the 3.7 suite, one after another: the 3.4 suite (on its own copy of the model folders and its own tool
 # cache: both suites build PIR folders and the export environment, which must not be rebuilt under each other),
 # the container layer (the CPU twin built and run), checkov over the manifests and the Dockerfile, the docs run as
-# written from the wheel.
+# written from the wheel, the mutation run over what the last change touched.
 rm -rf .cache/assets-3.4 && cp -r .cache/assets .cache/assets-3.4
 beside() {
   echo "== PaddleX 3.4 (create_static_infer layout)"
@@ -79,6 +79,8 @@ beside() {
   bash scripts/ci-checkov.sh
   echo "== the docs run as written (from the wheel, outside the checkout)"
   bash scripts/ci-docs.sh
+  echo "== mutation testing of the functions the last change touched (the unit layer must catch 90%)"
+  bash scripts/ci-mutate.sh
 }
 start beside beside "$@"
 echo "== PaddleX 3.7 (runner/engine layout)"
