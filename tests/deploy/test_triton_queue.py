@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
+from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
 from paddlex_npu.errors import ConfigError
 from tests.helpers import PAGE, norm
-from tests.serve.conftest import free_ports, pipeline_yaml, server_env, stop, wait_until  # noqa: F401
+from tests.serve.conftest import pipeline_yaml, start_tritonserver, stop, wait_for_tritonserver  # noqa: F401
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
 httpclient = pytest.importorskip("tritonclient.http")
@@ -56,17 +55,12 @@ def _infer(port: int, body: dict) -> tuple:
 def test_an_overloaded_model_refuses_at_once(pipeline_yaml, tmp_path, images):  # noqa: F811
     options = TritonOptions(runtime="reference", max_queue_size=1, warmup=False, max_queue_delay_us=1000)
     repo = build_triton_repo(pipeline_yaml, tmp_path / "repo", options)
-    http, grpc, metrics = free_ports(3)
-    argv, env = tritonserver_command(repo.root, tmp_path / "work", http, grpc, metrics, host="127.0.0.1")
-    env.update({k: v for k, v in server_env().items() if k.startswith(("PADDLE", "PADDLEX_NPU"))})
-    log = tmp_path / "tritonserver.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = start_tritonserver(repo.root, tmp_path)
+    proc, log, http = server.proc, server.log, server.http
     try:
         client = httpclient.InferenceServerClient(f"127.0.0.1:{http}")
-        why = wait_until(client.is_server_ready, proc, 240, log)
+        wait_for_tritonserver(server, client)
         client.close()
-        assert why is None, why
         body = {"file": base64.b64encode(images["page"].read_bytes()).decode(), "fileType": 1}
         with ThreadPoolExecutor(8) as pool:  # one instance, a batch of 4, a queue of 1: 8 at once overflow it
             results = list(pool.map(lambda _: _infer(http, body), range(8)))

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, NamedTuple, Optional
 
 import pytest
 import yaml
@@ -97,6 +97,39 @@ def server_env() -> dict:
     env = dict(os.environ)
     env["PADDLEX_NPU_RUNTIME"] = "reference"
     return env
+
+
+class Tritonserver(NamedTuple):
+    proc: subprocess.Popen
+    log: Path
+    http: int
+    grpc: int
+    metrics: int
+
+
+def start_tritonserver(repo_root: Path, root: Path) -> Tritonserver:
+    """A real tritonserver (nvidia-pytriton's) on free loopback ports over a repository, on the reference runtime;
+    its output in ``root/tritonserver.log``. The caller waits for it to be ready and stops it."""
+    from paddlex_npu.deploy.triton_repo import tritonserver_command
+
+    http, grpc, metrics = free_ports(3)
+    argv, env = tritonserver_command(repo_root, root / "work", http, grpc, metrics, host="127.0.0.1")
+    env.update({k: v for k, v in server_env().items() if k.startswith(("PADDLE", "PADDLEX_NPU"))})
+    log = root / "tritonserver.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    return Tritonserver(proc, log, http, grpc, metrics)
+
+
+def wait_for_tritonserver(server: Tritonserver, client: Any) -> None:
+    """Until ``client`` finds the server ready (240 s); skips when tritonserver cannot start on this machine, fails
+    when a model does not load."""
+    why = wait_until(client.is_server_ready, server.proc, 240, server.log)
+    if why is not None:
+        stop(server.proc)
+    if why and "failed to load" not in why and "Traceback" not in why:
+        pytest.skip(f"tritonserver cannot start on this machine: {why}")
+    assert why is None, why
 
 
 def rss_peak(pid: int) -> int:

@@ -8,7 +8,6 @@ import http.client
 import json
 import signal
 import struct
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,13 @@ import pytest
 from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
 from paddlex_npu.perf.serve_load import triton_body
 from tests.helpers import REC_DIMS_GEARS, om_package
-from tests.serve.conftest import children, free_ports, server_env, stop, wait_busy, wait_until
+from tests.serve.conftest import (
+    children,
+    start_tritonserver,
+    stop,
+    wait_busy,
+    wait_for_tritonserver,
+)
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
 httpclient = pytest.importorskip("tritonclient.http")
@@ -54,22 +59,14 @@ def triton(pipeline_yaml, tmp_path_factory):
     repo = build_triton_repo(
         pipeline_yaml, root / "repo", TritonOptions(runtime="reference", max_queue_delay_us=50_000, rec_max_batch=6)
     )
-    http, grpc, metrics = free_ports(3)
-    argv, env = tritonserver_command(repo.root, root / "work", http, grpc, metrics, host="127.0.0.1")
-    env.update({k: v for k, v in server_env().items() if k.startswith(("PADDLE", "PADDLEX_NPU"))})
-    log = root / "tritonserver.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = start_tritonserver(repo.root, root)
+    proc, log, http, grpc, metrics = server
 
     def new_http():
         return httpclient.InferenceServerClient(f"127.0.0.1:{http}", network_timeout=120.0)
 
     client = new_http()
-    why = wait_until(client.is_server_ready, proc, 240, log)
-    if why and "failed to load" not in why and "Traceback" not in why:
-        stop(proc)
-        pytest.skip(f"tritonserver cannot start on this machine: {why}")
-    assert why is None, why
+    wait_for_tritonserver(server, client)
     clients = {"http": client, "grpc": grpcclient.InferenceServerClient(f"127.0.0.1:{grpc}")}
     try:
         yield {

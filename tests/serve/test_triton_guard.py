@@ -6,17 +6,22 @@ memory bounded, a dripping sender cut at the total timeout."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
+from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
 from paddlex_npu.serve.fetch import UrlPolicy
 from tests.helpers import ENGLISH, norm
-from tests.serve.conftest import children, free_ports, rss_peak, server_env, stop, wait_until
+from tests.serve.conftest import (
+    children,
+    rss_peak,
+    start_tritonserver,
+    stop,
+    wait_for_tritonserver,
+)
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
 httpclient = pytest.importorskip("tritonclient.http")
@@ -24,20 +29,10 @@ httpclient = pytest.importorskip("tritonclient.http")
 
 def _tritonserver(pipeline_yaml, root: Path, urls: UrlPolicy):
     repo = build_triton_repo(pipeline_yaml, root / "repo", TritonOptions(runtime="reference", warmup=False, urls=urls))
-    http, grpc, metrics = free_ports(3)
-    argv, env = tritonserver_command(repo.root, root / "work", http, grpc, metrics, host="127.0.0.1")
-    env.update({k: v for k, v in server_env().items() if k.startswith(("PADDLE", "PADDLEX_NPU"))})
-    log = root / "tritonserver.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-    client = httpclient.InferenceServerClient(f"127.0.0.1:{http}", network_timeout=60.0)
-    why = wait_until(client.is_server_ready, proc, 240, log)
-    if why and "failed to load" not in why and "Traceback" not in why:
-        stop(proc)
-        pytest.skip(f"tritonserver cannot start on this machine: {why}")
-    if why is not None:
-        stop(proc)
-    assert why is None, why
+    server = start_tritonserver(repo.root, root)
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http}", network_timeout=60.0)
+    wait_for_tritonserver(server, client)
+    proc, log, metrics = server.proc, server.log, server.metrics
     return {"client": client, "proc": proc, "log": log, "repo": repo, "metrics_port": metrics}
 
 
