@@ -77,6 +77,20 @@ ALSO_COPY = (
     "deploy",
     "patches",
 )
+# The modules CI holds to the score (--ci): the unit layer alone was measured to catch >= 90% of their mutants.
+# The rest of MODULES is measured by a full run, not gated until its tests reach the score (graph and output_shapes:
+# below it; runner, images, ais, ...: tested mostly in the PaddleX layers, which a mutation run does not use).
+GATED = [
+    "paddlex_npu/run/tasks.py",
+    "paddlex_npu/devices.py",
+    "paddlex_npu/run/dtypes.py",
+    "paddlex_npu/serve/options.py",
+    "paddlex_npu/om/paths.py",
+    "paddlex_npu/config.py",
+    "paddlex_npu/run/buffers.py",
+    "paddlex_npu/om/manifest.py",
+    "paddlex_npu/run/gears.py",
+]
 CI_SAMPLE = ["paddlex_npu/om/paths.py"]  # CI with no listed module touched: a fixed small sample
 
 
@@ -271,9 +285,12 @@ def head() -> str:
 
 
 def ci_targets(base: str) -> List[Tuple[str, Optional[List[str]]]]:
-    """(module, mutant globs) a change touched; the fixed sample, whole, when it touched none."""
+    """(module, mutant globs) of the :data:`GATED` modules a change touched; the fixed sample, whole, when it
+    touched none."""
     targets = []
     for module, lines in sorted(changed_lines(base).items()):
+        if module not in GATED:
+            continue
         globs = functions_at(module, lines)
         if globs:
             targets.append((module, globs))
@@ -316,7 +333,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--setup", action="store_true", help="install requirements/mutation.txt into the venv")
     p.add_argument("--venv", type=Path, default=VENV, help=f"mutmut's environment (default {VENV})")
     args = p.parse_args(argv)
-    VENV = args.venv
+    VENV = args.venv.absolute()  # mutmut runs in a scratch folder: a relative --venv would not be found there
     if args.setup:
         setup()
         return 0
