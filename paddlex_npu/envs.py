@@ -167,6 +167,13 @@ KUBERNETES_HOST = EnvVar(
     "the route needs there).",
     read_by="paddlex-npu (doctor)",
 )
+RAY_ADDRESS = EnvVar(
+    "RAY_ADDRESS",
+    "unset (a local Ray, or the latest local cluster)",
+    "Ray's: the cluster `ray.init` joins when `--address` is not given; `ray-ocr` and `ray-serve` dial the head it "
+    "names first, within `--connect-timeout`, and say what to change when it cannot be reached.",
+    read_by="Ray, paddlex-npu (ray-ocr, ray-serve)",
+)
 PROMETHEUS_MULTIPROC = EnvVar(
     "PROMETHEUS_MULTIPROC_DIR",
     "unset (`serve` sets its own)",
@@ -200,6 +207,7 @@ VARIABLES: Tuple[EnvVar, ...] = (
     LD_LIBRARY_PATH,
     PROMETHEUS_MULTIPROC,
     KUBERNETES_HOST,
+    RAY_ADDRESS,
 )
 
 

@@ -56,7 +56,9 @@ finish setup-unit
 finish setup-3.7
 lint
 echo "== docs site (mkdocs build --strict, offline)"
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+site=$(mktemp -d)
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+rm -rf "$site"
 echo "== unit layer (no PaddleX installed)"
 .venv-unit/bin/python -m pytest -q -ra --durations=5 tests/unit "$@"
 echo "== model folders (built once from the PyPI wheels, before the suites that share them start)"
