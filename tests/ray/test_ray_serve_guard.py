@@ -49,6 +49,9 @@ def _json(raw: bytes):
 
 @pytest.fixture(scope="module")
 def server(cluster, ocr_config, sim_env, tmp_path_factory):
+    from ray import serve
+
+    serve.shutdown()  # a Serve of an earlier module keeps its proxy's port: this server's would never answer
     folder = tmp_path_factory.mktemp("ray_serve_guard")
     pipeline = folder / "ocr.yaml"
     pipeline.write_text(yaml.safe_dump({**ocr_config, "Serving": {"visualize": False}}), encoding="utf-8")
@@ -59,7 +62,8 @@ def server(cluster, ocr_config, sim_env, tmp_path_factory):
     url = f"https://127.0.0.1:{port}"
     log = folder / "ray-serve.log"
     cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-serve", str(pipeline), "--address", cluster.address]
-    cmd += ["--port", str(port), "--name", "ocr-guard", "--token-file", str(folder / "tokens")]
+    cmd += ["--port", str(port), "--proxy-location", "HeadOnly", "--name", "ocr-guard"]  # two nodes, one machine
+    cmd += ["--token-file", str(folder / "tokens")]
     cmd += ["--tls-certfile", str(cert), "--tls-keyfile", str(key)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env={**os.environ, **sim_env}, stdout=out, stderr=subprocess.STDOUT)
