@@ -61,7 +61,7 @@ def output_dims(proto: Any, shapes: Sequence[Sequence[int]], output_names: Seque
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph.output
     except onnx.shape_inference.InferenceError as exc:
-        if "registered" in str(exc):  # an op onnx does not know (custom domain): nothing can be told
+        if "registered" in str(exc):  # an op without a schema, if onnx says so (1.23.2 leaves its outputs unshaped)
             return None
         raise ShapeInferenceError(_first_error(str(exc))) from None
     except Exception:  # noqa: BLE001 - shape inference gives up on some graphs (e.g. > 2 GB): sizes unknown

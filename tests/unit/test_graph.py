@@ -134,7 +134,7 @@ PREFIX = "[ShapeInferenceError] Inference error(s): "
     ("text", "first"),
     [
         # the first line naming a node wins, even one without "Error"
-        ("context Error\n  (op_type:Add, node name: a): bad \n(op_type:Mul): worse", "(op_type:Add, node name: a): bad"),
+        ("an Error\n  (op_type:Add, node name: a): bad \n(op_type:Mul): worse", "(op_type:Add, node name: a): bad"),
         # the prefix onnx puts before it dropped
         (f"{PREFIX}\n{PREFIX}(op_type:Add, node name: a): bad", "(op_type:Add, node name: a): bad"),
         # no node named: the first line with "Error", not the lines around it
