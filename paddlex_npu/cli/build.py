@@ -80,7 +80,7 @@ def run_convert(args: argparse.Namespace) -> int:
             det_package=args.det_package,
             samples_are=args.samples_are,
             max_width=args.max_width,
-            reduce=args.reduce,
+            reduce=not args.no_reduce,
         )
     except PaddlexNpuError as exc:
         return fail("convert", exc)
@@ -151,10 +151,9 @@ def convert_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--no-reduce",
-        dest="reduce",
-        action="store_false",
-        help="text recognition: keep the full CTC output [N, T, classes] (default: reduced on the device to [N, T] "
-        "indices and scores, which the route decodes exactly as PaddleX)",
+        action="store_true",
+        help="text recognition: keep the full CTC output [N, T, classes]; without it, the OM reduces it on the "
+        "device to [N, T] indices and scores, which the route decodes exactly as PaddleX",
     )
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 

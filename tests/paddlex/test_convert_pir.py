@@ -98,7 +98,11 @@ def test_pir_packages_match_paddle_and_the_legacy_onnx(pir_packages, asset_root)
         x = {"x": np.random.default_rng(1).random(shape, dtype=np.float32)}
         ours = OnnxModel.open(out / model / "inference.onnx")
         legacy = OnnxModel.open(asset_root / "om" / model / "inference.onnx")
-        for a, b in zip(ours.session.run(None, x), legacy.session.run(None, x)):
+        got, want = ours.session.run(None, x), legacy.session.run(None, x)
+        if model == assets.REC:  # convert reduced the CTC output on the device: the legacy output's argmax and max
+            want = [want[0].argmax(-1).astype(np.int32), want[0].max(-1)]
+        assert len(got) == len(want), model
+        for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, atol=1e-5)
     assert mf.load(out / assets.DET / mf.MANIFEST_NAME).mode == "dymshape"
     assert mf.load(out / assets.REC / mf.MANIFEST_NAME).mode == "dymdims"

@@ -58,7 +58,9 @@ def test_missing_inference_om_points_at_the_packages_own_atc_script(asset_root, 
 
 def test_missing_onnx_for_the_reference_runtime(asset_root, tmp_path):
     folder = _copy(asset_root, tmp_path, drop=["inference.onnx"])
-    with pytest.raises(ModelFileError, match="has no inference.onnx: .*paddle2onnx"):
+    with pytest.raises(
+        ModelFileError, match="has no inference.onnx: .*`paddlex-npu convert <paddle folder> -o <package>`"
+    ):
         _create(folder)
 
 

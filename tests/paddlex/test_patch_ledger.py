@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Set
 
+import pytest
 from packaging.version import Version
 
 LEDGER = Path(__file__).resolve().parents[2] / "docs" / "patch-ledger.md"
@@ -87,6 +88,7 @@ def test_the_serving_ledger_lists_exactly_what_serve_patches():
     """The serving patch (the pixel guard of PaddleX's decoders, the bounded fetchers of URL inputs) is made
     through the records of ``paddlex/serving.py``, named by the ledger's Serving table, and undone to the very
     same objects."""
+    pytest.importorskip("fastapi", reason="the serving extra (requirements/serving.txt): the 3.7 environment only")
     from fastapi import FastAPI
 
     from paddlex_npu.paddlex import serving

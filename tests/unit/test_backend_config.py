@@ -86,7 +86,8 @@ def test_unknown_keys_list_the_valid_keys_of_their_level():
     with pytest.raises(ConfigError, match=r"^invalid b: bogus: .*\(got 1\)\. Valid keys: acl_json_path, custom_sizes"):
         validate(OMBackendConfig, {"bogus": 1}, "b")
     with pytest.raises(
-        ConfigError, match=r"simulation\.x: .*Valid keys of simulation: base_ms, lock_dir, ms_per_melem, pcie_gbps, store$"
+        ConfigError,
+        match=r"simulation\.x: .*Valid keys of simulation: base_ms, lock_dir, ms_per_melem, pcie_gbps, store$",
     ):
         validate(OMBackendConfig, {"simulation": {"x": 1}}, "b")
     with pytest.raises(ConfigError, match=r"runtime: .*\(got 'x'\); warmup_runs: .*\(got -1\)$"):
