@@ -61,12 +61,13 @@ def output_dims(proto: Any, shapes: Sequence[Sequence[int]], output_names: Seque
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True).graph.output
     except onnx.shape_inference.InferenceError as exc:
-        if "registered" in str(exc):  # an op onnx does not know (custom domain): nothing can be told
+        if "registered" in str(exc):  # an op without a schema, if onnx says so (1.23.2 leaves its outputs unshaped)
             return None
         raise ShapeInferenceError(_first_error(str(exc))) from None
     except Exception:  # noqa: BLE001 - shape inference gives up on some graphs (e.g. > 2 GB): sizes unknown
         return None
-    by_name = {o.name: o.type.tensor_type for o in inferred}
+    # an output inference leaves without a shape (an op onnx does not know) is of unknown rank: [0], not a scalar
+    by_name = {o.name: o.type.tensor_type for o in inferred if o.type.tensor_type.HasField("shape")}
     return [
         [d.dim_value if d.HasField("dim_value") else 0 for d in by_name[n].shape.dim] if n in by_name else [0]
         for n in output_names

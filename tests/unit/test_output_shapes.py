@@ -4,12 +4,14 @@ cannot size."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.om import manifest as mf
-from paddlex_npu.om.output_shapes import OutputShapes, check, compile_dim
+from paddlex_npu.om.output_shapes import OutputShapes, check, compile_dim, nbytes
 from paddlex_npu.run.buffers import MIN_BYTES, OutputSizer
 
 # What the solver writes for PP-OCRv4/v5/v6 recognisers' CTC length and DB detectors' maps.
@@ -20,8 +22,6 @@ DB = "4*floor(floor(d0_2/2 - 1/2)/2) + 4"
 def test_the_ctc_length_is_floor_of_w_plus_3_over_8_at_every_width():
     """PP-OCRv6's T = floor((W + 3) / 8) (issue 20), evaluated exactly (Fractions, no float rounding)."""
     dim = compile_dim(CTC)
-    from fractions import Fraction
-
     assert all(dim({"d0_3": Fraction(w)}) == (w + 3) // 8 for w in range(8, 3201))
     db = compile_dim(DB)
     assert all(db({"d0_2": Fraction(h)}) == h for h in range(32, 4001, 32))
@@ -84,3 +84,40 @@ def test_without_the_onnx_the_manifest_alone_sizes_the_outputs(tmp_path):
     sized.close()
     with pytest.raises(ConfigError, match=r"m: the size of outputs \['y'\] cannot be derived.*paddlex-npu convert"):
         runner(raw)
+
+
+def test_check_takes_ints_from_0_null_and_expressions_and_refuses_the_rest():
+    check([0, 1, 18710, None, "d0_0", "3", CTC], "output y")  # nothing raised: each is a valid dim
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match=rf"^output y: output dim {bad!r} is not a non-negative int"):
+            check([2, bad], "output y")
+    with pytest.raises(ValueError, match=r"^output y: output dim 'x \+ 1'"):
+        check([None, "x + 1"], "output y")
+
+
+def test_the_expressions_compile_to_exact_integer_functions():
+    """Integer constants are Fractions (``7/2`` is 3.5 before ``floor``, not 3 or a rounded float); the cache is
+    cleared so that the expressions are compiled here, not taken from an earlier test."""
+    compile_dim.cache_clear()
+    assert compile_dim("floor(7/2 + d0_0/2)")({"d0_0": Fraction(1)}) == 4  # floor(3.5 + 0.5)
+    assert compile_dim("ceiling(d0_0/3)")({"d0_0": Fraction(7)}) == 3
+    assert compile_dim("Max(d0_0, 5) + Min(d1_2, 2) + Mod(d0_0, 4)")({"d0_0": Fraction(7), "d1_2": Fraction(9)}) == 12
+    assert compile_dim("(10**20 + 1)/(10**20) * d0_0")({"d0_0": Fraction(10**20)}) == 10**20 + 1
+    with pytest.raises(ValueError, match="output dim 'd3_0' names d3_0, which is no input dim of the model"):
+        compile_dim("d3_0")({"d0_0": Fraction(1)})
+
+
+def test_output_shapes_evaluate_each_dim_kind_per_output():
+    shapes = OutputShapes([["d0_0", 6, None, "d0_3 - 10", "d0_3 - 8", "d1_1 * 2"], None, []], data_dependent_max=7)
+    assert shapes.dims == [["d0_0", 6, None, "d0_3 - 10", "d0_3 - 8", "d1_1 * 2"], None, []]
+    assert [shapes.known(i) for i in range(3)] == [True, False, True]
+    out = shapes.shape(0, [[2, 3, 4, 8], [5, 9]])
+    assert out == [2, 6, 7, 0, 0, 18]  # a negative expression is clamped to 0
+    assert [type(d) for d in out] == [int] * 6
+    assert shapes.shape(0, [(3, 3, 4, 12), (1, 4)]) == [3, 6, 7, 2, 4, 8]
+    assert shapes.shape(1, [[2, 3, 4, 8], [5, 9]]) == []  # unknown dims: none (the runner asks ONNX)
+    assert shapes.shape(2, [[2, 3, 4, 8], [5, 9]]) == []  # a scalar output
+
+
+def test_nbytes_is_elements_times_itemsize():
+    assert nbytes([2, 3, 5], 4) == 120 and nbytes([], 8) == 8 and nbytes([7, 0], 4) == 0
