@@ -49,7 +49,7 @@ def test_benchmark_serve_runs_every_kind_of_server(tmp_path, capsys):
             assert p["batch_mean"] >= 1 and p["compute_ms"] > 0, p
     assert figures["runtime"] == "simulated" and figures["targets"]["failed"] == 0
     assert (tmp_path / "work" / "sim-store").is_dir() and len(list((tmp_path / "work").glob("server*.log"))) == 3
-    assert "req/s" in printed and "PaddleX basic serving" in printed and "target >= 1.6" in printed
+    assert "req/s" in printed and "PaddleX basic serving" in printed and "target" not in printed  # ours, not theirs
     assert "rounds (median kept)" in printed and "serve K=1 / PaddleX basic serving" in printed
 
 
