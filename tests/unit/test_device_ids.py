@@ -16,6 +16,7 @@ import pytest
 from paddlex_npu.config import OMBackendConfig
 from paddlex_npu.errors import ConfigError, NpuDeviceUnavailableError
 from paddlex_npu.run import ais, device_ids
+from paddlex_npu.run.device_ids import Chip
 from paddlex_npu.run.runner import build_om_runner
 from tests.fake_ascend import FakeAcl, install, session_class
 from tests.onnx_models import two_input_model
@@ -34,8 +35,52 @@ NPU_SMI_M = """\
 
 def test_npu_smi_chips_are_counted_by_chip_logic_id():
     chips = device_ids.parse_npu_smi_chips(NPU_SMI_M)
-    assert [c.logic_id for c in chips] == [0, 1, 2, 3] and {c.npu_id for c in chips} == {0, 1}
+    assert chips == [  # card (NPU ID), chip on the card, Chip Logic ID; the MCU rows are left out
+        Chip(0, 0, 0, "Ascend 310P3"),
+        Chip(0, 1, 1, "Ascend 310P3"),
+        Chip(1, 0, 2, "Ascend 310P3"),
+        Chip(1, 1, 3, "Ascend 310P3"),
+    ]
     assert chips[0].soc_version == "Ascend310P3"
+
+
+def test_soc_name_is_none_without_a_chip_to_ask(monkeypatch):
+    """No pyACL, a pyACL without get_soc_name (older CANN), or an empty answer: None, not an error."""
+    monkeypatch.setitem(sys.modules, "acl", None)
+    assert device_ids.soc_name() is None
+    monkeypatch.setitem(sys.modules, "acl", types.SimpleNamespace())
+    assert device_ids.soc_name() is None
+    monkeypatch.setitem(sys.modules, "acl", types.SimpleNamespace(get_soc_name=lambda: ""))
+    assert device_ids.soc_name() is None
+    monkeypatch.setitem(sys.modules, "acl", types.SimpleNamespace(get_soc_name=lambda: "Ascend310P3"))
+    assert device_ids.soc_name() == "Ascend310P3"
+
+
+@pytest.mark.parametrize(
+    "built_for, device, same",
+    [
+        ("Ascend310P3", "Ascend310P3", True),
+        ("Ascend310P3", "Ascend310P3vir02", True),  # a vNPU counts as its chip
+        ("Ascend310P3vir04", "Ascend310P3", True),
+        ("Ascend310P3", "Ascend910B4", False),
+        ("Ascend310P3", "Ascend310P1vir02", False),
+        ("Ascend310P3", "Ascend310P3vir02vir01", True),  # the chip is what precedes the first "vir"
+        ("", "Ascend310P3", False),  # no soc_version in the manifest: no match claimed
+    ],
+)
+def test_soc_matches_compares_chips_not_vnpu_templates(built_for, device, same):
+    assert device_ids.soc_matches(built_for, device) is same
+
+
+def test_an_om_without_soc_version_does_not_ask_acl(monkeypatch):
+    """Nothing to compare without the manifest's soc_version: pyACL is not asked (it may not be there)."""
+
+    def never() -> str:
+        raise AssertionError("acl.get_soc_name() asked although there is nothing to compare")
+
+    monkeypatch.setitem(sys.modules, "acl", types.SimpleNamespace(get_soc_name=never))
+    device_ids.check_om_soc(None, "m.om")
+    device_ids.check_om_soc("", "m.om")
 
 
 @pytest.fixture()

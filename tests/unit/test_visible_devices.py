@@ -82,3 +82,21 @@ def test_a_value_that_makes_no_chip_visible_says_so(monkeypatch):
     assert "makes no chip visible" in device_ids.device_hint(0)
     with pytest.raises(ConfigError):
         device_ids.check_device_id(0)
+
+
+def test_visible_devices_stops_at_an_id_past_the_chips(monkeypatch):
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "1,3,8")
+    assert device_ids.visible_devices() == ["1", "3", "8"]  # the number of chips unknown: every id counts
+    assert device_ids.visible_devices(chips=8) == ["1", "3"]  # ids 0..7 on 8 chips: CANN stops at 8
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES")
+    assert device_ids.visible_devices(chips=8) is None
+
+
+def test_device_hint_gives_the_range_of_logical_ids(monkeypatch):
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "4,6,7")
+    assert device_ids.device_hint(3) == (
+        "device ids are logical, counted after ASCEND_RT_VISIBLE_DEVICES='4,6,7', which makes 3 chip(s) visible "
+        "(ids 0..2): use a device id in 0..2, or widen ASCEND_RT_VISIBLE_DEVICES"
+    )
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES")
+    assert device_ids.device_hint(5).startswith("device 5 is a logical id: 0 .. chips - 1")
