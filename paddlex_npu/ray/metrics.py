@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Sequence, Tuple
 
-from ..serve.metrics import DEVICE_BUCKETS, LATENCY_BUCKETS, instrument_with
+from ..serve.metrics import WORKER_SERIES, instrument_with
 
 
 class _Child:
@@ -48,35 +48,17 @@ class _Family:
 
 
 class RayMetrics:
-    """The worker-side families of :class:`..serve.metrics._Metrics`, as Ray metrics."""
+    """The worker-side series (:data:`..serve.metrics.WORKER_SERIES`), as Ray metrics."""
 
     def __init__(self) -> None:
         from ray.util.metrics import Counter, Gauge, Histogram
 
-        def family(kind: Any, name: str, doc: str, tags: Sequence[str], **kw: Any) -> _Family:
-            return _Family(kind(name, description=doc, tag_keys=tuple(tags), **kw), tags)
-
-        self.stage = family(
-            Histogram,
-            "paddlex_npu_stage_seconds",
-            "seconds per request in a replica, by stage: pre, model, post, other, device",
-            ("device", "stage"),
-            boundaries=list(LATENCY_BUCKETS),
-        )
-        self.device_calls = family(Counter, "paddlex_npu_device_calls", "InferSession.infer calls", ("device", "model"))
-        self.device_failures = family(
-            Counter, "paddlex_npu_device_call_failures", "InferSession.infer calls that raised", ("device", "model")
-        )
-        self.device_seconds = family(
-            Histogram,
-            "paddlex_npu_device_call_seconds",
-            "seconds per InferSession.infer call",
-            ("device", "model"),
-            boundaries=list(DEVICE_BUCKETS),
-        )
-        self.busy = family(Gauge, "paddlex_npu_workers_busy", "replicas running a pipeline call", ("device",))
-        self.ready = family(Gauge, "paddlex_npu_workers_ready", "replicas whose pipeline is loaded", ("device",))
-        self.starts = family(Counter, "paddlex_npu_worker_starts", "replicas that loaded their pipeline", ("device",))
+        for s in WORKER_SERIES:
+            if s.kind == "histogram":
+                metric: Any = Histogram(s.name, description=s.doc, tag_keys=s.labels, boundaries=list(s.buckets))
+            else:
+                metric = (Gauge if s.kind == "gauge" else Counter)(s.name, description=s.doc, tag_keys=s.labels)
+            setattr(self, s.attr, _Family(metric, s.labels))
 
 
 def instrument(pipeline: Any, device_id: int) -> Any:

@@ -50,6 +50,55 @@ STAGES = ("pre", "model", "post", "other", "device")
 CATEGORIES = ("none", "input", "config", "device", "runtime", "unavailable")
 
 
+@dataclass(frozen=True)
+class WorkerSeries:
+    """One series a worker writes (serve's worker processes and Ray Serve replicas alike)."""
+
+    attr: str  # the attribute of the metrics object instrument_with writes to
+    kind: str  # "counter", "gauge" or "histogram"
+    name: str
+    doc: str
+    labels: Tuple[str, ...]
+    buckets: Tuple[float, ...] = ()
+
+
+# The one home of the worker-side series: _Metrics makes them prometheus_client metrics, ray/metrics Ray's.
+WORKER_SERIES = (
+    WorkerSeries(
+        "stage",
+        "histogram",
+        "paddlex_npu_stage_seconds",
+        "seconds per request in a worker, by stage: pre, model, post (the predictors'), other (the pipeline's own "
+        "work), device (its session calls)",
+        ("device", "stage"),
+        LATENCY_BUCKETS,
+    ),
+    WorkerSeries(
+        "device_calls", "counter", "paddlex_npu_device_calls", "InferSession.infer calls", ("device", "model")
+    ),
+    WorkerSeries(
+        "device_failures",
+        "counter",
+        "paddlex_npu_device_call_failures",
+        "InferSession.infer calls that raised",
+        ("device", "model"),
+    ),
+    WorkerSeries(
+        "device_seconds",
+        "histogram",
+        "paddlex_npu_device_call_seconds",
+        "seconds per InferSession.infer call (copies in, execution, copies out)",
+        ("device", "model"),
+        DEVICE_BUCKETS,
+    ),
+    WorkerSeries("busy", "gauge", "paddlex_npu_workers_busy", "workers running a pipeline call", ("device",)),
+    WorkerSeries(
+        "ready", "gauge", "paddlex_npu_workers_ready", "workers whose pipeline is loaded and warmed up", ("device",)
+    ),
+    WorkerSeries("starts", "counter", "paddlex_npu_worker_starts", "workers that loaded their pipeline", ("device",)),
+)
+
+
 class _Metrics:
     """The metric objects of one process (created once the multiprocess folder is set)."""
 
@@ -73,47 +122,14 @@ class _Metrics:
         self.in_flight = Gauge(
             "paddlex_npu_requests_in_flight", "HTTP requests in progress", multiprocess_mode="livesum", registry=None
         )
-        self.stage = Histogram(
-            "paddlex_npu_stage_seconds",
-            "seconds per request in a worker, by stage: pre, model, post (the predictors'), other (the pipeline's "
-            "own work), device (its session calls)",
-            ["device", "stage"],
-            buckets=LATENCY_BUCKETS,
-            registry=None,
-        )
-        self.device_calls = Counter(
-            "paddlex_npu_device_calls", "InferSession.infer calls", ["device", "model"], registry=None
-        )
-        self.device_failures = Counter(
-            "paddlex_npu_device_call_failures",
-            "InferSession.infer calls that raised",
-            ["device", "model"],
-            registry=None,
-        )
-        self.device_seconds = Histogram(
-            "paddlex_npu_device_call_seconds",
-            "seconds per InferSession.infer call (copies in, execution, copies out)",
-            ["device", "model"],
-            buckets=DEVICE_BUCKETS,
-            registry=None,
-        )
-        self.busy = Gauge(
-            "paddlex_npu_workers_busy",
-            "workers running a pipeline call",
-            ["device"],
-            multiprocess_mode="livesum",
-            registry=None,
-        )
-        self.ready = Gauge(
-            "paddlex_npu_workers_ready",
-            "workers whose pipeline is loaded and warmed up",
-            ["device"],
-            multiprocess_mode="livesum",
-            registry=None,
-        )
-        self.starts = Counter(
-            "paddlex_npu_worker_starts", "workers that loaded their pipeline", ["device"], registry=None
-        )
+        for s in WORKER_SERIES:
+            if s.kind == "histogram":
+                metric: Any = Histogram(s.name, s.doc, s.labels, buckets=s.buckets, registry=None)
+            elif s.kind == "gauge":  # summed over the live worker processes
+                metric = Gauge(s.name, s.doc, s.labels, multiprocess_mode="livesum", registry=None)
+            else:
+                metric = Counter(s.name, s.doc, s.labels, registry=None)
+            setattr(self, s.attr, metric)
         self.url_fetches = Counter(
             "paddlex_npu_url_fetches", "URL inputs, by outcome (ok, or why refused)", ["outcome"], registry=None
         )
