@@ -103,6 +103,7 @@ def test_a_limit_must_be_positive(field, value):
 # ---- sizes from headers ----------------------------------------------------------------------------------------
 def test_a_png_size_is_its_ihdr_read_big_endian():
     assert _image_sizes(_png_header(0x0102, 0x030405), None) == [(0x0102, 0x030405)]
+    assert _image_sizes(_png_header(0x81020304, 0x05060708), None) == [(0x81020304, 0x05060708)]
     assert len(_png_header(3, 7)[:24]) == 24
     assert _image_sizes(_png_header(3, 7)[:24], 1) == [(3, 7)]  # the signature, the chunk's head and both sizes
 
@@ -187,6 +188,8 @@ def test_the_frame_over_the_limit_is_named_by_its_page_number():
     check_pixels(_tiff([(10, 10), (10, 10)]), "IMAGE", None, limits)
     err = _refused(_tiff([(10, 10), (101, 1), (1000, 1000)]), "IMAGE", limits)
     assert str(err).startswith("Page 2: Image pixel count 101 (width=101, height=1) exceeds maximum allowed 100")
+    err = _refused(_tiff([(10, 10), (101, 1)]), "IMAGE", limits)
+    assert str(err).startswith("Page 2: Image pixel count 101 "), err
     assert _refused(_tiff([(101, 1)]), "IMAGE", limits).args[0].startswith("Image pixel count 101 ")
 
 
@@ -277,6 +280,13 @@ def test_the_guard_checks_before_it_decodes():
     with pytest.raises(serving.serving_utils().ImageTooLargeError):
         guard.image_bytes_to_array(decode, _png_header(101, 1))
     assert len(decode.calls) == 3
+    assert guard.image_bytes_to_array(decode, _tiff([(10, 10), (101, 1)])) == "decoded"  # the first frame only
+    guard = DecodeGuard(PixelLimits(1000, 500))
+    pdf = _pdf([(10, 10)] * 2)  # two pages of 20 x 20: 800 pixels, over the request's 500
+    with pytest.raises(serving.serving_utils().ImageTooLargeError, match="the PDF's 2 page"):
+        guard.file_to_images(decode, pdf, "PDF")
+    assert guard.file_to_images(decode, pdf, "PDF", max_num_imgs=1) == "decoded"
+    assert len(decode.calls) == 5
 
 
 def _inside(guard: DecodeGuard, decode: Decoder, n: int, call: str = "file_to_images") -> List[threading.Thread]:
