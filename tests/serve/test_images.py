@@ -290,14 +290,34 @@ def test_the_guard_checks_before_it_decodes():
 
 
 def _inside(guard: DecodeGuard, decode: Decoder, n: int, call: str = "file_to_images") -> List[threading.Thread]:
-    """``n`` decodes started on threads, returned once all are inside ``decode``."""
+    """``n`` decodes started on threads, returned once all are inside ``decode`` (at once if one fails)."""
     args = (decode, _png_header(1, 1), "IMAGE") if call == "file_to_images" else (decode, _png_header(1, 1))
-    threads = [threading.Thread(target=getattr(guard, call), args=args) for _ in range(n)]
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            getattr(guard, call)(*args)
+        except BaseException as exc:
+            errors.append(exc)
+            decode.inside.release()
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
     for t in threads:
         t.start()
     for _ in range(n):
         assert decode.inside.acquire(timeout=30), "a decode did not start"
+    assert not errors, errors
     return threads
+
+
+def _capacity(guard: DecodeGuard) -> int:
+    """How many decodes the guard lets start at once (its free slots, taken and given back)."""
+    taken = 0
+    while taken < 100 and guard._slots.acquire(blocking=False):
+        taken += 1
+    for _ in range(taken):
+        guard._slots.release()
+    return taken
 
 
 @pytest.mark.parametrize("max_decodes, slots", [(None, 2), (1, 1), (3, 3), (0, 1), (-2, 1)])
@@ -306,6 +326,7 @@ def test_decodes_at_once_are_bounded(max_decodes, slots, call):
     """``max_decodes`` decodes run at once (the default 2, at least 1); the next waits for a free slot."""
     limits = PixelLimits()
     guard = DecodeGuard(limits) if max_decodes is None else DecodeGuard(limits, max_decodes)
+    assert _capacity(guard) == slots
     decode = Decoder(hold=True)
     threads = _inside(guard, decode, slots, call)
     try:
@@ -347,6 +368,7 @@ def installed() -> Iterator[DecodeGuard]:
 def test_install_puts_the_guard_before_paddlex_decoders(installed):
     utils = serving.serving_utils()
     assert installed.limits == PixelLimits(5000, 5000) and utils.MAX_IMAGE_PIXELS == 5000
+    assert _capacity(installed) == 3
     decode = Decoder(hold=True)
     threads = _inside(installed, decode, 3)
     assert not installed._slots.acquire(blocking=False)
