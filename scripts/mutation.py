@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
-"""Mutation testing of the modules that decide what reaches the device (mutmut, against the unit layer).
+"""Mutation testing of the modules that decide what reaches the device (mutmut; the unit layer, or a module's venv).
 
     scripts/mutation.py --setup                 # add mutmut to .venv-unit (requirements/mutation.txt)
-    scripts/mutation.py --setup --venv-of .venv=PATH   # and to the ENVIRONMENTS' venvs (requirements/mutmut.txt)
-    scripts/mutation.py                         # every module in MODULES, one after another
+    scripts/mutation.py --setup paddlex_npu/serve/images.py  # and mutmut alone to its venv (ENVIRONMENTS)
+    scripts/mutation.py                         # every module in MODULES (one mutmut run per environment)
     scripts/mutation.py paddlex_npu/om/paths.py # some of them
     scripts/mutation.py --ci                    # CI: the functions a change touched, within --budget seconds
     scripts/mutation.py --survivors MODULE      # the diffs of the surviving mutants of a module's last run
 
-Each module runs in a scratch folder of its own (``.mutation/<module>/``: mutmut copies the project into its
-``mutants/`` there), with ``[tool.mutmut]`` of pyproject.toml (the exclusion rules, written down there) plus
-``only_mutate`` for that module, and pytest on ``tests/unit`` (PaddleX-free) in ``--venv``. A module listed in
-:data:`ENVIRONMENTS` (one that needs PaddleX) runs instead in that environment (a venv of the repository, mutmut
-added: ``--setup``; ``--venv-of NAME=PATH`` points at it elsewhere) with that table's test files, in a scratch
-folder of its own (``.mutation/run-<venv>/``, ``.mutation/ci-<venv>/``). The score of a module is
-caught / (mutants - equivalent), caught = killed + timeout; equivalent mutants are listed, one line why each, in
-scripts/mutation-equivalents.txt. Prints one row per module and the total; ``--min-score`` (default 90) fails the
-run when a module is below it.
+The modules of a run are mutated together in a scratch folder (``.mutation/run/``, ``.mutation/ci/`` for --ci:
+mutmut copies the project into its ``mutants/`` there), with ``[tool.mutmut]`` of pyproject.toml (the exclusion
+rules, written down there) plus ``only_mutate`` for them, and pytest on ``tests/unit`` (PaddleX-free) in
+``--venv``. A module listed in :data:`ENVIRONMENTS` (one that needs PaddleX) runs instead in that environment (a
+venv of the repository with mutmut added, ``--setup MODULE``; ``--venv-of NAME=PATH`` when it is elsewhere) on
+that table's test files, in a scratch folder per environment (``.mutation/run-<venv>/``, ``.mutation/ci-<venv>/``).
+The score of a module is caught / (mutants - equivalent), caught = killed + timeout; equivalent mutants are
+listed, one line why each, in scripts/mutation-equivalents.txt. Prints one row per module and the total;
+``--min-score`` (default 90) fails the run when a module is below it.
 """
 
 from __future__ import annotations
@@ -359,8 +359,9 @@ def other_venvs(modules: Iterable[str]) -> List[Path]:
 
 
 def setup(modules: Iterable[str]) -> None:
-    """mutmut with the unit layer's requirements into ``--venv``; mutmut alone into the existing environments of
-    ``modules`` (they have their tests' requirements; the unit layer's would replace some, e.g. OpenCV)."""
+    """mutmut with the unit layer's requirements into ``--venv``; mutmut alone into the :data:`ENVIRONMENTS` venvs
+    of ``modules``, named ones only (they have their tests' requirements; the unit layer's would replace some of
+    them, e.g. .venv's OpenCV)."""
     if not (VENV / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
@@ -390,7 +391,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--keep", action="store_true", help="reuse the last run's results (mutmut's cache)")
     p.add_argument("--report", action="store_true", help="print the last runs' scores, run nothing")
     p.add_argument("--survivors", metavar="MODULE", help="show the surviving mutants' diffs of MODULE")
-    p.add_argument("--setup", action="store_true", help="install mutmut into the venv(s) of the modules")
+    p.add_argument("--setup", action="store_true", help="install mutmut into --venv (and the named modules' venvs)")
     p.add_argument("--venv", type=Path, default=VENV, help=f"mutmut's environment (default {VENV})")
     p.add_argument(
         "--venv-of",
@@ -408,7 +409,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.error(f"--venv-of {entry}: give NAME=PATH, NAME one of ENVIRONMENTS' venvs")
         VENV_OF[name] = Path(path).absolute()
     if args.setup:
-        setup(args.modules or MODULES)
+        setup(args.modules)
         return 0
     if args.survivors:
         survivors(args.survivors)
