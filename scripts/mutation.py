@@ -426,6 +426,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     where: Dict[str, Optional[Path]] = {m: None for m, _ in targets}  # --report: the newest run of each
     timeout = args.budget if args.ci else args.timeout
     for work, venv, group in [] if args.report else groups(targets, "ci" if args.ci else "run"):
+        if not (venv / "bin" / "python").exists():
+            print(f"no environment at {venv}: make it (scripts/setup.sh), or --venv-of NAME=PATH", file=sys.stderr)
+            return 2
         modules = [m for m, _ in group]
         globs = None if all(g is None for _, g in group) else [x for _, g in group for x in g or []]
         left = timeout - (time.monotonic() - start)  # one budget for all environments
