@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # CI step: mutation testing of the functions a change touched (scripts/mutation.py --ci), in .venv-unit with
-# mutmut added; fails under 90% caught or past the time budget. Runnable from a fresh clone after scripts/setup.sh.
+# mutmut added, and, when a touched module is tested in another environment (ENVIRONMENTS in the script, e.g. .venv
+# for serve/images.py), in that one with mutmut added too; fails under 90% caught or past the time budget.
+# Runnable from a fresh clone after scripts/setup.sh.
 #   bash scripts/ci-mutate.sh [--base REF] [--budget SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +11,7 @@ if [ ! -x "$PY" ]; then
   "${PYTHON:-python3}" -m venv .venv-unit
 fi
 "$PY" -m pip install -q -r requirements/mutation.txt
+"$PY" scripts/mutation.py --ci --venv .venv-unit --other-venvs "$@" | while read -r venv; do
+  "$venv/bin/python" -m pip install -q -r requirements/mutmut.txt  # mutmut alone: the rest is that venv's own
+done
 "$PY" scripts/mutation.py --ci --venv .venv-unit "$@"

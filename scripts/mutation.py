@@ -1,18 +1,22 @@
 #!/usr/bin/env python3
-"""Mutation testing of the modules that decide what reaches the device (mutmut, against the unit layer).
+"""Mutation testing of the modules that decide what reaches the device (mutmut; the unit layer, or a module's venv).
 
     scripts/mutation.py --setup                 # add mutmut to .venv-unit (requirements/mutation.txt)
-    scripts/mutation.py                         # every module in MODULES, one after another
+    scripts/mutation.py --setup paddlex_npu/serve/images.py  # and mutmut alone to its venv (ENVIRONMENTS)
+    scripts/mutation.py                         # every module in MODULES (one mutmut run per environment)
     scripts/mutation.py paddlex_npu/om/paths.py # some of them
     scripts/mutation.py --ci                    # CI: the functions a change touched, within --budget seconds
     scripts/mutation.py --survivors MODULE      # the diffs of the surviving mutants of a module's last run
 
-Each module runs in a scratch folder of its own (``.mutation/<module>/``: mutmut copies the project into its
-``mutants/`` there), with ``[tool.mutmut]`` of pyproject.toml (the exclusion rules, written down there) plus
-``only_mutate`` for that module, and pytest on ``tests/unit`` (PaddleX-free). The score of a module is
-caught / (mutants - equivalent), caught = killed + timeout; equivalent mutants are listed, one line why each, in
-scripts/mutation-equivalents.txt. Prints one row per module and the total; ``--min-score`` (default 90) fails the
-run when a module is below it.
+The modules of a run are mutated together in a scratch folder (``.mutation/run/``, ``.mutation/ci/`` for --ci:
+mutmut copies the project into its ``mutants/`` there), with ``[tool.mutmut]`` of pyproject.toml (the exclusion
+rules, written down there) plus ``only_mutate`` for them, and pytest on ``tests/unit`` (PaddleX-free) in
+``--venv``. A module listed in :data:`ENVIRONMENTS` (one that needs PaddleX) runs instead in that environment (a
+venv of the repository with mutmut added, ``--setup MODULE``; ``--venv-of NAME=PATH`` when it is elsewhere) on
+that table's test files, in a scratch folder per environment (``.mutation/run-<venv>/``, ``.mutation/ci-<venv>/``).
+The score of a module is caught / (mutants - equivalent), caught = killed + timeout; equivalent mutants are
+listed, one line why each, in scripts/mutation-equivalents.txt. Prints one row per module and the total;
+``--min-score`` (default 90) fails the run when a module is below it.
 """
 
 from __future__ import annotations
@@ -94,6 +98,15 @@ GATED = [
     "paddlex_npu/om/output_shapes.py",
 ]
 CI_SAMPLE = ["paddlex_npu/om/paths.py"]  # CI with no listed module touched: a fixed small sample
+# The modules the unit layer cannot measure: module -> (its environment, a venv relative to the repository, and
+# the test files run against its mutants there, the narrowest fast ones that exercise it). Full runs, --ci and
+# --report use them; the rest of MODULES runs in --venv on tests/unit.
+ENVIRONMENTS: Dict[str, Tuple[str, List[str]]] = {
+    # Pillow, pypdfium2 and PaddleX's serving helpers: the PaddleX 3.7 environment (not the server processes of
+    # tests/serve/test_serve*.py or the Triton and load tests: minutes a mutant)
+    "paddlex_npu/serve/images.py": (".venv", ["tests/serve/test_images.py"]),
+}
+VENV_OF: Dict[str, Path] = {}  # an ENVIRONMENTS venv -> where it is, when not in the repository (--venv-of)
 
 
 def mutmut_config() -> dict:
@@ -147,6 +160,38 @@ def prepare(work: Path, modules: List[str], fresh: bool, tests: Optional[List[st
     return work
 
 
+def venv_of(module: str) -> Path:
+    """The environment ``module``'s mutants are tested in: its :data:`ENVIRONMENTS` venv, else ``--venv``."""
+    if module not in ENVIRONMENTS:
+        return VENV
+    name = ENVIRONMENTS[module][0]
+    return VENV_OF.get(name, REPO / name)
+
+
+def mutmut(venv: Path) -> List[str]:
+    """The mutmut command of ``venv`` (its console script's code, so that a mutmut on PYTHONPATH serves too)."""
+    code = "import sys; from mutmut.__main__ import cli; sys.argv[0] = 'mutmut'; sys.exit(cli())"
+    return [str(venv / "bin" / "python"), "-c", code]
+
+
+def groups(targets: List[Tuple[str, Optional[List[str]]]], label: str) -> List[Tuple[Path, Path, list]]:
+    """(scratch folder, venv, targets) per environment: the unit layer's in ``.mutation/<label>``, each of
+    :data:`ENVIRONMENTS`' in ``.mutation/<label>-<venv>``."""
+    out: Dict[Optional[str], Tuple[Path, Path, list]] = {}
+    for module, globs in targets:
+        name = ENVIRONMENTS[module][0] if module in ENVIRONMENTS else None
+        work = WORK / (label if name is None else f"{label}-{name.strip('.').replace('/', '-')}")
+        out.setdefault(name, (work, venv_of(module), []))[2].append((module, globs))
+    return list(out.values())
+
+
+def test_selection(modules: List[str], ci: bool) -> Optional[List[str]]:
+    """The test files run against ``modules`` (one environment's): their :data:`ENVIRONMENTS` files, else in CI
+    the unit tests importing them, else the config's (``tests/unit``)."""
+    listed = sorted({t for m in modules if m in ENVIRONMENTS for t in ENVIRONMENTS[m][1]})
+    return listed or (importing_tests(modules) if ci else None)
+
+
 def run_modules(
     work: Path,
     modules: List[str],
@@ -155,15 +200,18 @@ def run_modules(
     timeout: float,
     fresh: bool,
     tests: Optional[List[str]] = None,
+    venv: Optional[Path] = None,
 ) -> bool:
-    """mutmut on ``modules`` at once, one test-coverage pass for all (``names``: only those mutant globs); False
-    when it ran out of time."""
+    """mutmut on ``modules`` at once, one test-coverage pass for all (``names``: only those mutant globs), in
+    ``venv`` (default ``--venv``); False when it ran out of time."""
     work = prepare(work, modules, fresh, tests)
     # made before Python starts: a PYTHONPATH entry that does not exist yet is cached as absent for good
     (work / "mutants").mkdir(exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(work / "mutants"), PYTHONDONTWRITEBYTECODE="1")
+    # the mutants first; a PYTHONPATH given to this script after them (e.g. where mutmut is, if not in the venv)
+    path = os.pathsep.join(p for p in (str(work / "mutants"), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1")
     env.pop("PADDLEX_NPU_RUNTIME", None)
-    cmd = [str(VENV / "bin" / "mutmut"), "run", "--max-children", str(jobs), *(names or [])]
+    cmd = [*mutmut(venv or VENV), "run", "--max-children", str(jobs), *(names or [])]
     with open(work / "mutmut.log", "w") as log:
         try:
             subprocess.run(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
@@ -305,18 +353,29 @@ def matching(module: str, globs: Optional[Iterable[str]], work: Optional[Path] =
     return {k for k in exit_codes(module, work) if any(fnmatch.fnmatchcase(k, g) for g in globs)}
 
 
-def setup() -> None:
+def other_venvs(modules: Iterable[str]) -> List[Path]:
+    """The :data:`ENVIRONMENTS` venvs that ``modules`` are tested in (besides ``--venv``)."""
+    return sorted({venv_of(m) for m in modules if m in ENVIRONMENTS})
+
+
+def setup(modules: Iterable[str]) -> None:
+    """mutmut with the unit layer's requirements into ``--venv``; mutmut alone into the :data:`ENVIRONMENTS` venvs
+    of ``modules``, named ones only (they have their tests' requirements; the unit layer's would replace some of
+    them, e.g. .venv's OpenCV)."""
     if not (VENV / "bin" / "python").exists():
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "-q"]
     subprocess.run([*pip, "-r", str(REPO / "requirements" / "mutation.txt")], check=True)
+    for venv in other_venvs(modules):
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "-r", str(REPO / "requirements" / "mutmut.txt")], check=True)
 
 
 def survivors(module: str) -> None:
     meta = meta_of(module)
     work = meta.parents[len(Path(module).parts)] if meta else WORK
     for name in score(module)["survived"]:
-        subprocess.run([str(VENV / "bin" / "mutmut"), "show", name], cwd=work, check=False)
+        subprocess.run([*mutmut(venv_of(module)), "show", name], cwd=work, check=False)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -332,12 +391,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--keep", action="store_true", help="reuse the last run's results (mutmut's cache)")
     p.add_argument("--report", action="store_true", help="print the last runs' scores, run nothing")
     p.add_argument("--survivors", metavar="MODULE", help="show the surviving mutants' diffs of MODULE")
-    p.add_argument("--setup", action="store_true", help="install requirements/mutation.txt into the venv")
+    p.add_argument("--setup", action="store_true", help="install mutmut into --venv (and the named modules' venvs)")
     p.add_argument("--venv", type=Path, default=VENV, help=f"mutmut's environment (default {VENV})")
+    p.add_argument(
+        "--venv-of",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="where an ENVIRONMENTS venv is, when not in the repository (e.g. .venv=../main/.venv)",
+    )
+    p.add_argument("--other-venvs", action="store_true", help="print the ENVIRONMENTS venvs the run uses, run nothing")
     args = p.parse_args(argv)
     VENV = args.venv.absolute()  # mutmut runs in a scratch folder: a relative --venv would not be found there
+    for entry in args.venv_of:
+        name, sep, path = entry.partition("=")
+        if not sep or name not in {v for v, _ in ENVIRONMENTS.values()}:
+            p.error(f"--venv-of {entry}: give NAME=PATH, NAME one of ENVIRONMENTS' venvs")
+        VENV_OF[name] = Path(path).absolute()
     if args.setup:
-        setup()
+        setup(args.modules)
         return 0
     if args.survivors:
         survivors(args.survivors)
@@ -346,18 +418,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         targets = ci_targets(args.base or ci_base())
     else:
         targets = [(m, None) for m in (args.modules or MODULES)]
+    if args.other_venvs:
+        for venv in other_venvs(m for m, _ in targets):
+            print(venv)
+        return 0
     start, complete = time.monotonic(), True
-    modules = [m for m, _ in targets]
-    globs = None if all(g is None for _, g in targets) else [x for _, g in targets for x in g or []]
-    work = WORK / ("ci" if args.ci else "run")
-    if not args.report:
-        timeout = args.budget if args.ci else args.timeout
-        tests = importing_tests(modules) if args.ci else None
-        complete = run_modules(work, modules, globs, args.jobs, timeout, fresh=not args.keep, tests=tests)
-        if not complete:
-            print(f"out of time after {timeout:.0f} s", file=sys.stderr)
-    where = None if args.report else work
-    rows = [score(m, matching(m, g, where), where) for m, g in targets]
+    where: Dict[str, Optional[Path]] = {m: None for m, _ in targets}  # --report: the newest run of each
+    timeout = args.budget if args.ci else args.timeout
+    for work, venv, group in [] if args.report else groups(targets, "ci" if args.ci else "run"):
+        if not (venv / "bin" / "python").exists():
+            print(f"no environment at {venv}: make it (scripts/setup.sh), or --venv-of NAME=PATH", file=sys.stderr)
+            return 2
+        modules = [m for m, _ in group]
+        globs = None if all(g is None for _, g in group) else [x for _, g in group for x in g or []]
+        left = timeout - (time.monotonic() - start)  # one budget for all environments
+        tests = test_selection(modules, args.ci)
+        if left <= 0 or not run_modules(work, modules, globs, args.jobs, left, not args.keep, tests, venv):
+            complete = False
+            print(f"out of time after {timeout:.0f} s ({', '.join(modules)})", file=sys.stderr)
+        where.update({m: work for m in modules})
+    rows = [score(m, matching(m, g, where[m]), where[m]) for m, g in targets]
     ok = print_table(rows, args.min_score)
     print(f"{time.monotonic() - start:.0f} s")
     if args.ci and not complete:

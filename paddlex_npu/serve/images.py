@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import re
+import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
@@ -53,7 +54,7 @@ def _image_sizes(raw: bytes, max_frames: Optional[int]) -> List[Tuple[int, int]]
     from PIL import Image
 
     if raw[:8] == _PNG_SIGNATURE and raw[12:16] == b"IHDR" and len(raw) >= 24:
-        return [(int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big"))]
+        return [struct.unpack(">II", raw[16:24])]  # width, height: big-endian
 
     try:
         with Image.open(io.BytesIO(raw)) as img:
@@ -95,7 +96,8 @@ def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits
         what = "image"
     for i, (w, h, pixels) in enumerate(pages):
         if pixels > limits.max_image_pixels:
-            page = f"Page {i + 1}: " if len(pages) > 1 or file_type == "PDF" else ""
+            # (a PDF page never gets here: PaddleX scales it down to the limit, or it was refused above)
+            page = f"Page {i + 1}: " if len(pages) > 1 else ""
             raise _too_large(
                 f"{page}Image pixel count {pixels} (width={w}, height={h}) exceeds maximum allowed "
                 f"{limits.max_image_pixels} ({limits.image_option}); it was refused before decoding",
