@@ -10,9 +10,11 @@ wrapped, ``serving_utils.MAX_IMAGE_PIXELS`` set) and the bounded fetchers of URL
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
+from ..errors import ConfigError
 from .record import PatchRecord
 
 _RECORD = PatchRecord()
@@ -121,10 +123,37 @@ def paddleocr_cli() -> Callable[[], Any]:
 
 
 # ---- the serving patch ----------------------------------------------------------------------------------------
+def _require_pdf_sizing(utils: Any) -> None:
+    """Refuse a PaddleX whose serving layout lacks what :func:`pdf_page_pixels` sizes PDF pages with: without it
+    every PDF would pass the pixel guard unchecked."""
+    missing = [
+        name
+        for name, present in (
+            (
+                "paddlex.inference.utils.pdf_rendering",
+                importlib.util.find_spec("paddlex.inference.utils.pdf_rendering"),
+            ),
+            ("paddlex.inference.utils.pdfium_lock", importlib.util.find_spec("paddlex.inference.utils.pdfium_lock")),
+            (
+                "serving utils' get_pdf_render_scale_within_pixel_limit",
+                hasattr(utils, "get_pdf_render_scale_within_pixel_limit"),
+            ),
+        )
+        if not present
+    ]
+    if missing:
+        raise ConfigError(
+            f"this PaddleX's serving layout has no {', '.join(missing)}: the pixel guard of PDF inputs cannot size "
+            "their pages, so serving is refused rather than left unguarded; serve with PaddleX 3.7 "
+            "(docs/compatibility.md)"
+        )
+
+
 def install_decoders(wrap: Callable[[Callable[..., Any]], Callable[..., Any]], max_image_pixels: int) -> None:
     """In this process (a server), PaddleX's ``file_to_images`` becomes ``wrap(original)`` and its after-decode
     pixel bound ``MAX_IMAGE_PIXELS`` is ``max_image_pixels``; a second install replaces the first."""
     utils = serving_utils()
+    _require_pdf_sizing(utils)
     with _LOCK:
         _RECORD.revert()
         _RECORD.set_attr(utils, "file_to_images", wrap(utils.file_to_images))
