@@ -303,8 +303,9 @@ def changed_lines(base: str) -> Dict[str, Set[int]]:
     return out
 
 
-def functions_at(module: str, lines: Set[int]) -> List[str]:
-    """mutmut's mutant-name globs of the functions (and methods) holding ``lines``."""
+def functions_at(module: str, lines: Set[int]) -> List[Tuple[str, int]]:
+    """mutmut's mutant-name globs of the functions (and methods) holding ``lines``, with how many of the lines each
+    holds."""
     tree = ast.parse((REPO / module).read_text())
     globs = []
 
@@ -313,9 +314,10 @@ def functions_at(module: str, lines: Set[int]) -> List[str]:
             if isinstance(child, ast.ClassDef):
                 visit(child, child.name)
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if lines & set(range(child.lineno, (child.end_lineno or child.lineno) + 1)):
+                held = lines & set(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+                if held:
                     mangled = f"x\u01c1{cls}\u01c1{child.name}" if cls else f"x_{child.name}"
-                    globs.append(f"{module[:-3].replace('/', '.')}.{mangled}__mutmut_*")
+                    globs.append((f"{module[:-3].replace('/', '.')}.{mangled}__mutmut_*", len(held)))
 
     visit(tree, None)
     return globs
@@ -334,17 +336,31 @@ def head() -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
 
-def ci_targets(base: str) -> List[Tuple[str, Optional[List[str]]]]:
+def ci_targets(base: str, max_functions: int) -> List[Tuple[str, Optional[List[str]]]]:
     """(module, mutant globs) of the :data:`GATED` modules a change touched; the fixed sample, whole, when it
-    touched none."""
-    targets = []
-    for module, lines in sorted(changed_lines(base).items()):
-        if module not in GATED:
-            continue
-        globs = functions_at(module, lines)
-        if globs:
-            targets.append((module, globs))
-    return targets or [(m, None) for m in CI_SAMPLE]
+    touched none. At most ``max_functions`` functions, those with the most changed lines (a large change would not
+    fit CI's budget); the rest are named on stderr."""
+    touched = [
+        (module, glob, held)
+        for module, lines in sorted(changed_lines(base).items())
+        if module in GATED
+        for glob, held in functions_at(module, lines)
+    ]
+    if not touched:
+        return [(m, None) for m in CI_SAMPLE]
+    kept = sorted(touched, key=lambda t: -t[2])[:max_functions]  # stable: ties keep the file order
+    left = [glob for _, glob, _ in touched if all(glob != k[1] for k in kept)]
+    if left:
+        print(
+            f"{len(left)} more touched functions not mutated in this run (over --max-functions {max_functions}); "
+            f"a full run measures them: {', '.join(left)}",
+            file=sys.stderr,
+        )
+    targets: Dict[str, List[str]] = {}
+    for module, glob, _ in touched:
+        if any(glob == k[1] for k in kept):
+            targets.setdefault(module, []).append(glob)
+    return list(targets.items())
 
 
 def matching(module: str, globs: Optional[Iterable[str]], work: Optional[Path] = None) -> Optional[Set[str]]:
@@ -385,6 +401,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--ci", action="store_true", help="the functions a change touched (vs the merge base)")
     p.add_argument("--base", help="--ci: the commit to compare with (default: merge-base with origin/main)")
     p.add_argument("--budget", type=float, default=210.0, help="--ci: seconds for the whole run (default 210)")
+    p.add_argument(
+        "--max-functions", type=int, default=12, help="--ci: mutate at most this many touched functions (default 12)"
+    )
     p.add_argument("--min-score", type=float, default=90.0, help="fail under this score per module (default 90)")
     p.add_argument("--jobs", type=int, default=2, help="mutants tested at once (default 2)")
     p.add_argument("--timeout", type=float, default=3 * 3600.0, help="seconds for the run (default 3 hours)")
@@ -415,7 +434,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         survivors(args.survivors)
         return 0
     if args.ci:
-        targets = ci_targets(args.base or ci_base())
+        targets = ci_targets(args.base or ci_base(), args.max_functions)
     else:
         targets = [(m, None) for m in (args.modules or MODULES)]
     if args.other_venvs:
