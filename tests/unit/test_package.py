@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import locale
 import logging
 from pathlib import Path
 
@@ -200,3 +201,22 @@ def test_no_om_names_the_packages_atc_sh_before_its_recorded_command(tmp_path):
         detail="atc.sh is the ATC command `paddlex-npu convert` wrote for this package (its chip, ranges or gears); "
         "it names the OM inference.om.",
     )
+
+
+@pytest.fixture()
+def ascii_locale():
+    """The C locale's ASCII as the locale's encoding (a bare container's), restored afterwards."""
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    yield
+    locale.setlocale(locale.LC_CTYPE, before)
+
+
+def test_the_recorded_command_is_read_as_utf_8_whatever_the_locale(tmp_path, ascii_locale):
+    """The manifest is UTF-8 (OMManifest.save): a command naming a non-ASCII folder is still read under C."""
+    folder = tiny_package(tmp_path / "pkg")
+    command = "atc --framework=5 --model=/data/模型/inference.onnx --output=inference --soc_version=Ascend310P3"
+    (folder / MANIFEST_NAME).write_text(json.dumps({"atc_command": command}, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ModelFileError) as info:
+        resolve_om_package(folder, "ais_bench")
+    assert str(info.value).endswith(f"to inference.om: {command}")
