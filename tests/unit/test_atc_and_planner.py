@@ -249,3 +249,106 @@ def test_rec_gears_spend_every_gear_on_a_width_at_the_pipeline_batch():
     assert max(b / a for a, b in zip(widths, widths[1:])) < 1.07 and "widths at most 6% apart" in what
     narrow, _, _ = rec_gears([[3, 1033]], settings, 4, 400)
     assert [w for _, w in narrow] == [320, 360, 400]  # nothing under PaddleX's minimum line width 320
+
+
+@pytest.mark.parametrize(
+    "shapes, formats, mode",
+    [
+        ([[-1, 3, 224, 224]], ["NCHW"], "dymbatch"),  # --dynamic_batch_size: the batch dim only
+        ([[-1, 3, 224, 224], [-1, 2]], ["NCHW", "ND"], "dymbatch"),
+        ([[1, 3, 224, 224]], ["NCHW"], "dymbatch"),  # nothing varies: no gear dims to choose
+        ([[1, -1]], ["ND"], "dymdims"),  # dim 1 alone is no batch
+        ([[1, 3, -1, -1]], ["NCHW"], "dymhw"),
+        ([[1, 3, -1, -1]], ["ND"], "dymdims"),  # --dynamic_image_size needs NCHW
+        ([[1, 3, -1, -1, 1]], ["NCHW"], "dymdims"),  # H, W of a 5-D input are no image's
+        ([[-1, 3, -1, -1]], ["NCHW"], "dymdims"),  # batch and H/W at once: dims
+    ],
+)
+def test_the_gear_mode_is_the_atc_option_that_can_express_the_varying_dims(shapes, formats, mode):
+    from paddlex_npu.om.atc import gear_mode_for
+
+    assert gear_mode_for(shapes, formats) == mode
+
+
+@pytest.mark.parametrize(
+    "mode, inputs, gears, expect",
+    [
+        ("dymshape", [{"name": "x", "shape": [-1, 3, -1, -1]}], None, "NCHW"),
+        ("dymshape", [{"name": "x", "format": "NHWC", "shape": [-1, -1, -1, 3]}], None, "NHWC"),
+        ("dymshape", [{"name": "x", "format": "ND", "shape": [-1, -1]}], None, "ND"),
+        ("dymshape", [{"name": "x", "format": "NCHW", "shape": [-1, -1]}], None, "ND"),  # a 2-D input has no C, H, W
+        ("dymbatch", [{"name": "x", "shape": [-1, 3, 8, 8]}], [[1], [4]], "NCHW"),
+        ("dymhw", [{"name": "x", "shape": [1, 3, -1, -1]}], [[8, 8], [16, 16]], "NCHW"),
+        ("dymdims", [{"name": "x", "shape": [1, 3, -1, -1]}], [[8, 8], [16, 16]], "ND"),  # --dynamic_dims takes ND
+        ("static", [{"name": "x", "shape": [1, 3, 8, 8]}, {"name": "y", "format": "ND", "shape": [1, 2]}], None, "ND"),
+        ("static", [{"name": "x", "shape": [1, 3, 8, 8]}, {"name": "y", "shape": [1, 3, 4, 4]}], None, "NCHW"),
+    ],
+)
+def test_the_input_format_is_one_for_all_inputs_as_atc_takes_it(mode, inputs, gears, expect):
+    from paddlex_npu.om.atc import input_format
+
+    man = mf.parse({"mode": mode, "inputs": inputs, "gears": gears}, "test")
+    assert input_format(man) == expect
+    assert f"--input_format={expect}" in atc_args(Path("m.onnx"), Path("out"), "Ascend310P3", man, None)
+
+
+def test_the_whole_command_for_a_dymshape_package():
+    """ATC's order: framework 5 (ONNX), model, output prefix, chip, format, shape ranges, then precision."""
+    man = mf.parse(
+        {
+            "mode": "dymshape",
+            "inputs": [{"name": "x", "shape": [-1, 3, -1, -1], "range": [[1, 6], [3, 3], [32, 960], [32, -1]]}],
+        },
+        "test",
+    )
+    head = ["atc", "--framework=5", "--model=p/inference.onnx", "--output=p/inference", "--soc_version=Ascend310P3"]
+    tail = ["--input_format=NCHW", "--input_shape=x:1~6,3,32~960,-1"]
+    assert atc_args(Path("p/inference.onnx"), Path("p/inference"), "Ascend310P3", man, None) == head + tail
+    assert atc_args(Path("p/inference.onnx"), Path("p/inference"), "Ascend310P3", man, "fp32", False) == [
+        *head,
+        *tail,
+        "--precision_mode=must_keep_origin_dtype",
+    ]
+
+
+def test_input_shapes_in_atc_syntax_are_read_per_input():
+    from paddlex_npu.om.atc import parse_input_shape
+
+    assert parse_input_shape("x:1,3,-1,-1", ["x"]) == {"x": [1, 3, -1, -1]}
+    assert parse_input_shape(" x:1,3,-1,-1; scale_factor:1,2 ", ["x", "scale_factor", "im_shape"]) == {
+        "x": [1, 3, -1, -1],
+        "scale_factor": [1, 2],
+    }
+    assert parse_input_shape("input:0:1,-1", ["input:0"]) == {"input:0": [1, -1]}  # TF-style names hold ':'
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("y:1,2", r"--input-shape 'y:1,2': 'y' is not an input of the model \(x, z\)"),
+        ("x:1,2;y:1,2", r"'y' is not an input of the model"),
+        ("x", r"--input-shape 'x': 'x' is not an input of the model"),  # no ':' at all
+        ("x:1,a", r"--input-shape 'x:1,a': dims must be integers \(-1 for a varying dim\)"),
+        ("x:", r"dims must be integers"),
+    ],
+)
+def test_input_shapes_that_name_no_input_or_no_integers_are_refused(text, match):
+    from paddlex_npu.om.atc import parse_input_shape
+
+    with pytest.raises(ConfigError, match=match):
+        parse_input_shape(text, ["x", "z"])
+
+
+def test_gears_in_atc_syntax_and_atc_s_limits_on_their_number():
+    from paddlex_npu.om.atc import parse_gears
+
+    assert parse_gears("640,640;960,960") == [[640, 640], [960, 960]]
+    assert parse_gears("1;2;4;") == [[1], [2], [4]]  # a trailing ';' adds no gear
+    assert parse_gears(" 6,320 ; 6,3200 ") == [[6, 320], [6, 3200]]
+    assert len(parse_gears(";".join(str(b) for b in range(1, 101)))) == 100
+    with pytest.raises(ConfigError, match=r"--gears has 1 gears; ATC accepts 2 to 100"):
+        parse_gears("640,640")
+    with pytest.raises(ConfigError, match=r"--gears has 101 gears; ATC accepts 2 to 100"):
+        parse_gears(";".join(str(b) for b in range(1, 102)))
+    with pytest.raises(ConfigError, match=r"--gears 'auto,1;2': use 'auto' or ATC's syntax"):
+        parse_gears("auto,1;2")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,44 @@ def test_dymhw_with_two_image_inputs_as_atc_takes_it():
     assert "--input_shape=input1:1,3,-1,-1;input2:1,3,-1,-1 --dynamic_image_size=32,32;64,64" in command
     with pytest.raises(ConfigError, match="dymhw needs NCHW inputs with -1 at H and W and no other -1 dims"):
         mf.parse({"mode": "dymhw", "inputs": [{"name": "x", "shape": [-1, 3, -1, -1]}], "gears": [[1, 2], [3, 4]]}, "t")
+
+
+def _atc_exe(folder: Path, body: str) -> Path:
+    """An ``atc`` executable in ``folder`` running ``body`` (bash)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    exe = folder / "atc"
+    exe.write_text("#!/usr/bin/env bash\n" + body)
+    exe.chmod(0o755)
+    return exe
+
+
+def test_the_probe_runs_atc_help_in_a_throwaway_folder(tmp_path, monkeypatch):
+    """``atc --help`` writes kernel_meta/ and logs into its working folder, as every ATC run does."""
+    record = tmp_path / "cwd"
+    exe = _atc_exe(tmp_path / "bin", f'echo "$PWD" > {record}; mkdir -p kernel_meta; echo "  --precision_mode_v2"\n')
+    monkeypatch.chdir(tmp_path)
+    assert atc_has_precision_mode_v2(str(exe)) is True
+    ran_in = Path(record.read_text().strip())
+    assert ran_in.name.startswith("paddlex-npu-atc-") and ran_in.parent != tmp_path and not ran_in.exists()
+    assert not (tmp_path / "kernel_meta").exists()
+
+
+def test_the_probe_reads_help_that_is_not_utf_8(tmp_path):
+    """A Chinese-locale ATC may print its help in GBK: the bytes that are no UTF-8 do not stop the probe."""
+    exe = _atc_exe(tmp_path, "printf '\\xc4\\xa3\\xd0\\xcd  --precision_mode_v2\\n'\n")
+    assert atc_has_precision_mode_v2(str(exe)) is True
+    assert (
+        atc_has_precision_mode_v2(str(_atc_exe(tmp_path / "old", "printf '\\xc4\\xa3  --precision_mode\\n'\n")))
+        is False
+    )
+
+
+def test_the_probe_says_no_when_atc_is_missing_broken_or_hangs(tmp_path):
+    """No answer is no ``--precision_mode_v2``: the older --precision_mode is the option every ATC takes."""
+    assert atc_has_precision_mode_v2(str(tmp_path / "no-atc")) is False
+    (tmp_path / "not-executable").write_text("echo --precision_mode_v2\n")
+    assert atc_has_precision_mode_v2(str(tmp_path / "not-executable")) is False
+    stuck = _atc_exe(tmp_path / "stuck", "exec sleep 20\n")
+    start = time.monotonic()
+    assert atc_has_precision_mode_v2(str(stuck), timeout=0.3) is False
+    assert time.monotonic() - start < 10
