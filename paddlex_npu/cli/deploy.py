@@ -117,11 +117,13 @@ def _pod_args(p: argparse.ArgumentParser) -> None:
 def _access_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tls-secret",
+        metavar="NAME",
         help="serve: HTTPS with this existing kubernetes.io/tls Secret (tls.crt, tls.key; kubectl create secret tls), "
         "mounted read-only; the port is named https and the probes use HTTPS",
     )
     p.add_argument(
         "--token-secret",
+        metavar="NAME",
         help="serve: bearer tokens from this existing Secret's api.tokens (one token a line; kubectl create secret "
         "generic NAME --from-file=api.tokens), mounted read-only; the probes need no token",
     )
