@@ -28,6 +28,8 @@ def run_k8s(args: argparse.Namespace) -> int:
         print(f"- {path}")
     if options.models_host_path or options.mount_driver:
         print("note: --models-host-path / --mount-driver write hostPath volumes, which Pod Security baseline refuses")
+    for secret in filter(None, (options.tls_secret, options.token_secret)):
+        print(f"note: the pods start once the Secret {secret} exists (kubectl get secret {secret})")
     print(
         f"checked against the Kubernetes {checked} schemas"
         if checked
@@ -71,6 +73,7 @@ def k8s_args(p: argparse.ArgumentParser) -> None:
     )
     _volume_args(p)
     _pod_args(p)
+    _access_args(p)
     _scaling_args(p)
 
 
@@ -109,6 +112,26 @@ def _pod_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", default="2", help="CPU request and limit")
     p.add_argument("--shm-size", default="1Gi", help="triton: the size of /dev/shm (a memory emptyDir)")
     p.add_argument("--memory", default="8Gi", help="memory request and limit")
+
+
+def _access_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tls-secret",
+        metavar="NAME",
+        help="serve: HTTPS with this existing kubernetes.io/tls Secret (tls.crt, tls.key; kubectl create secret tls), "
+        "mounted read-only; the port is named https and the probes use HTTPS",
+    )
+    p.add_argument(
+        "--token-secret",
+        metavar="NAME",
+        help="serve: bearer tokens from this existing Secret's api.tokens (one token a line; kubectl create secret "
+        "generic NAME --from-file=api.tokens), mounted read-only; the probes need no token",
+    )
+    p.add_argument(
+        "--metrics-tokens",
+        action="store_true",
+        help="serve: the --token-secret also holds metrics.tokens, the tokens that open /metrics only (a scraper's)",
+    )
 
 
 def _scaling_args(p: argparse.ArgumentParser) -> None:

@@ -15,6 +15,12 @@ refuses it. The startup probe waits for the load (``/ready``) with a deadline; r
 while at least ``ready_min_workers`` of its workers are ready; one scrape path (the pod's annotations). What
 checkov would flag and the project leaves to the user carries checkov's skip annotation with the reason
 (:data:`CHECKOV_SKIPS`). :func:`to_yaml` and :func:`write` render them; nothing here talks to a cluster.
+
+serve with HTTPS and bearer tokens (docs/threat-model.md): ``tls_secret`` names a ``kubernetes.io/tls`` Secret
+(``tls.crt``, ``tls.key``) and ``token_secret`` an Opaque Secret holding ``api.tokens`` (and, with
+``metrics_tokens``, ``metrics.tokens``), both created by the user and mounted read-only (mode 0400; the pod's
+fsGroup, which is its gid, adds group read) outside the ConfigMap's folder; serve gets the matching options, the
+port is named ``https`` and the probes use HTTPS (``/health`` and ``/ready`` need no token).
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ CACHE_DIR = "/var/cache/paddlex-npu"  # PADDLEX_NPU_CACHE and HOME: Triton's bac
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # the image's font (deploy/Dockerfile's FONT)
 TRITON_EXIT_TIMEOUT = 30  # tritonserver's --exit-timeout-secs default: how long it waits for requests in flight
 SERVE_DRAIN_TIMEOUT = 60  # ServeOptions.drain_timeout: the longest wait for requests in flight
+TLS_DIR = "/etc/paddlex-npu-tls"  # the TLS Secret's mount (not under CONFIG_DIR: that mount is read-only)
+TOKENS_DIR = "/etc/paddlex-npu-tokens"  # the token Secret's mount
+TLS_KEYS = ("tls.crt", "tls.key")  # a kubernetes.io/tls Secret's keys (kubectl create secret tls)
+API_TOKENS_KEY, METRICS_TOKENS_KEY = "api.tokens", "metrics.tokens"  # serve's --token-file, --metrics-token-file
+SECRET_MODE = 0o400  # read by the owner only; the pod's fsGroup (its own gid) adds group read
 STARTUP_PERIOD = 10  # seconds between startup probes: the load deadline is counted in these
 # --mount-driver (nodes without the Ascend docker runtime): what ACL and npu-smi need from the host, read-only
 DRIVER_MOUNTS = (
@@ -57,6 +68,8 @@ _MINDCLUSTER = re.compile(r"^huawei\.com/npu(-core)?$")
 _HAMI = re.compile(r"^huawei\.com/Ascend(910A|910B2|910B3|910B4|910B4-1|910C|310P)$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")  # e.g. 500m, 2, 8Gi
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
+# a Secret's name: a DNS-1123 subdomain (at most 253 characters: checked apart)
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 # checkov checks these manifests do not pass by design, each with the reason written into the manifest
 # (metadata.annotations "checkov.io/skip<N>": "<check>=<reason>"); docs/deployment.md lists them too.
@@ -101,6 +114,9 @@ class K8sOptions:
     node_selector: Dict[str, str] = field(default_factory=dict)
     mount_driver: bool = False  # hostPath-mount the Ascend driver (clusters without the Ascend docker runtime)
     log_format: str = "json"
+    tls_secret: Optional[str] = None  # serve: a kubernetes.io/tls Secret (tls.crt, tls.key): HTTPS
+    token_secret: Optional[str] = None  # serve: an Opaque Secret holding api.tokens: bearer tokens
+    metrics_tokens: bool = False  # serve: the token Secret also holds metrics.tokens (a scraper's tokens)
 
 
 def npu_resource(name: str) -> str:
@@ -128,9 +144,32 @@ def _check_resource(options: K8sOptions) -> str:
     return resource
 
 
+def _check_secrets(kind: str, options: K8sOptions) -> None:
+    secrets = (("--tls-secret", options.tls_secret), ("--token-secret", options.token_secret))
+    given = [(option, name) for option, name in secrets if name is not None]  # "" too: an unset variable, refused
+    for option, name in given:
+        if len(name) > 253 or not _SUBDOMAIN.match(name):
+            raise ConfigError(
+                f"{option} {name!r} is not a Secret name: give the name of an existing Secret, a DNS-1123 subdomain "
+                "(lower-case letters, digits, '-' and '.', beginning and ending with a letter or digit, at most 253 "
+                "characters), e.g. paddlex-npu-tls"
+            )
+    if given and kind != "serve":
+        raise ConfigError(
+            f"{given[0][0]} with triton: tritonserver's HTTP endpoint has no TLS or bearer tokens in this package; "
+            "drop the option, or keep Triton's ports inside the cluster behind a gateway (docs/threat-model.md)"
+        )
+    if options.metrics_tokens and not options.token_secret:
+        raise ConfigError(
+            "--metrics-tokens without --token-secret: give --token-secret NAME, the Secret holding api.tokens and "
+            "metrics.tokens"
+        )
+
+
 def _check(kind: str, options: K8sOptions) -> str:
     if kind not in KINDS:
         raise ConfigError(f"k8s {kind!r}: give serve or triton")
+    _check_secrets(kind, options)
     if not _NAME.match(options.name):
         raise ConfigError(
             f"--name {options.name!r}: give a DNS label (lower-case letters, digits and '-', at most 52 characters)"
@@ -224,8 +263,10 @@ def _server(kind: str, options: K8sOptions) -> _Server:
         args = ["paddlex-npu", "serve", cfg_path, "--host", "0.0.0.0", "--port", str(port)]
         args += ["--workers", str(options.workers), "--device", f"npu:{devices}", "--runtime", "ais_bench"]
         args += ["--shutdown-grace", f"{options.shutdown_grace:g}", "--log-format", options.log_format]
+        args += _access_args(options)
         ready = f"/ready?min-workers={options.ready_min_workers}"
-        return _Server(args, [("http", port)], port, "/health", ready, options.shutdown_grace + SERVE_DRAIN_TIMEOUT)
+        drain = options.shutdown_grace + SERVE_DRAIN_TIMEOUT
+        return _Server(args, [(_scheme(options), port)], port, "/health", ready, drain)
     port = options.port or 8000
     repo = f"{CACHE_DIR}/repository"
     script = (
@@ -237,9 +278,53 @@ def _server(kind: str, options: K8sOptions) -> _Server:
     return _Server(["sh", "-c", script], ports, port + 2, "/v2/health/live", "/v2/health/ready", TRITON_EXIT_TIMEOUT)
 
 
-def _probe(path: str, period: int, failures: int, timeout: int = 5) -> Dict[str, Any]:
+def _scheme(options: K8sOptions) -> str:
+    """``https`` with a TLS Secret, else ``http``: the port's name, and the probes' and the scrape's scheme."""
+    return "https" if options.tls_secret else "http"
+
+
+def _access_args(options: K8sOptions) -> List[str]:
+    """serve's TLS and token options, reading the files where :func:`_secret_volumes` mounts the Secrets."""
+    args: List[str] = []
+    if options.tls_secret:
+        args += ["--tls-certfile", f"{TLS_DIR}/{TLS_KEYS[0]}", "--tls-keyfile", f"{TLS_DIR}/{TLS_KEYS[1]}"]
+    if options.token_secret:
+        args += ["--token-file", f"{TOKENS_DIR}/{API_TOKENS_KEY}"]
+    if options.metrics_tokens:
+        args += ["--metrics-token-file", f"{TOKENS_DIR}/{METRICS_TOKENS_KEY}"]
+    return args
+
+
+def _secret_volumes(options: K8sOptions) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """(volumes, volumeMounts) of the TLS and token Secrets: only the keys serve reads (a missing key stops the
+    pod at the mount, naming it), read-only, mode 0400."""
+    found: List[Tuple[str, str, str, Sequence[str]]] = []
+    if options.tls_secret:
+        found.append(("tls", options.tls_secret, TLS_DIR, TLS_KEYS))
+    if options.token_secret:
+        keys = (API_TOKENS_KEY, METRICS_TOKENS_KEY) if options.metrics_tokens else (API_TOKENS_KEY,)
+        found.append(("tokens", options.token_secret, TOKENS_DIR, keys))
+    volumes = [
+        {
+            "name": vol,
+            "secret": {
+                "secretName": secret,
+                "defaultMode": SECRET_MODE,
+                "items": [{"key": k, "path": k} for k in keys],
+            },
+        }
+        for vol, secret, _, keys in found
+    ]
+    mounts = [{"name": vol, "mountPath": path, "readOnly": True} for vol, _, path, _ in found]
+    return volumes, mounts
+
+
+def _probe(path: str, period: int, failures: int, timeout: int = 5, scheme: str = "http") -> Dict[str, Any]:
+    get: Dict[str, Any] = {"path": path, "port": scheme}  # the port's name is the scheme's
+    if scheme == "https":  # the kubelet does not check the certificate
+        get["scheme"] = "HTTPS"
     return {
-        "httpGet": {"path": path, "port": "http"},
+        "httpGet": get,
         "periodSeconds": period,
         "failureThreshold": failures,
         "timeoutSeconds": timeout,
@@ -272,7 +357,8 @@ def _volumes(kind: str, options: K8sOptions, root: Path) -> Tuple[List[Dict[str,
         for vol, path, host_type in DRIVER_MOUNTS:
             volumes.append({"name": vol, "hostPath": {"path": path, "type": host_type}})
             mounts.append({"name": vol, "mountPath": path, "readOnly": True})
-    return volumes, mounts
+    secret_volumes, secret_mounts = _secret_volumes(options)
+    return volumes + secret_volumes, mounts + secret_mounts
 
 
 def _resources(options: K8sOptions, resource: str) -> Dict[str, Any]:
@@ -287,6 +373,7 @@ def _resources(options: K8sOptions, resource: str) -> Dict[str, Any]:
 
 def _container(kind: str, options: K8sOptions, server: _Server, resource: str, mounts: List[Dict[str, Any]]) -> Dict:
     startup_failures = max(1, math.ceil(options.load_timeout / STARTUP_PERIOD))
+    scheme = _scheme(options)
     env = {
         "PADDLEX_NPU_RUNTIME": "ais_bench",
         "PADDLEX_NPU_CACHE": CACHE_DIR,
@@ -305,9 +392,9 @@ def _container(kind: str, options: K8sOptions, server: _Server, resource: str, m
         "resources": _resources(options, resource),
         # the load (every gear warmed) may take minutes: the startup probe waits for readiness up to the deadline,
         # then liveness takes over; a load that hangs is restarted
-        "startupProbe": _probe(server.ready, STARTUP_PERIOD, startup_failures),
-        "livenessProbe": _probe(server.live, 10, 3),
-        "readinessProbe": _probe(server.ready, 5, 1, timeout=3),
+        "startupProbe": _probe(server.ready, STARTUP_PERIOD, startup_failures, scheme=scheme),
+        "livenessProbe": _probe(server.live, 10, 3, scheme=scheme),
+        "readinessProbe": _probe(server.ready, 5, 1, timeout=3, scheme=scheme),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(options.pre_stop_seconds)]}}},
         "securityContext": {
             "runAsNonRoot": True,
@@ -385,6 +472,8 @@ def _deployment(kind: str, options: K8sOptions, resource: str, root: Path) -> Di
         "prometheus.io/port": str(server.metrics_port),
         "prometheus.io/path": "/metrics",
     }
+    if options.tls_secret:  # the common kubernetes-pods scrape job reads its scheme here
+        scrape["prometheus.io/scheme"] = "https"
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -418,6 +507,13 @@ def _network_policy(kind: str, options: K8sOptions) -> Dict[str, Any]:
     }
 
 
+def _service_port(name: str, port: int) -> Dict[str, Any]:
+    entry: Dict[str, Any] = {"name": name, "port": port, "targetPort": name, "protocol": "TCP"}
+    if name == "https":  # for ingress controllers and meshes: the backend speaks TLS
+        entry["appProtocol"] = "https"
+    return entry
+
+
 def manifests(kind: str, pipeline: Any, options: K8sOptions) -> List[Dict[str, Any]]:
     """The objects for ``kind`` (``serve`` or ``triton``) serving ``pipeline`` (a YAML path or config)."""
     resource = _check(kind, options)
@@ -437,7 +533,7 @@ def manifests(kind: str, pipeline: Any, options: K8sOptions) -> List[Dict[str, A
             "metadata": _meta(options),
             "spec": {
                 "selector": _labels(options),
-                "ports": [{"name": n, "port": p, "targetPort": n, "protocol": "TCP"} for n, p in ports],
+                "ports": [_service_port(n, p) for n, p in ports],
             },
         },
         _network_policy(kind, options),

@@ -40,6 +40,10 @@ COMBINATIONS = [
     ("serve", {"hpa_max_replicas": 2}),
     ("serve", {"npu_resource": "Ascend910B3", "npu_memory": 16384}),
     ("serve", {"workers": 2, "npus": 2, "ready_min_workers": 3, "load_timeout": 905}),
+    ("serve", {"tls_secret": "ocr-tls", "token_secret": "ocr.tokens", "metrics_tokens": True}),  # Secret volumes
+    ("serve", {"token_secret": "ocr-tokens"}),
+    ("serve", {"tls_secret": "ocr-tls", "replicas": 2, "hpa_max_replicas": 3}),
+    ("serve", {"tls_secret": "a." * 126 + "a"}),
     ("triton", {"image": DIGEST, "namespace": "ocr", "run_as_user": 10001, "run_as_group": 10001}),
 ]
 

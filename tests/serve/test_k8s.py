@@ -269,6 +269,189 @@ def test_validate_names_the_object_and_the_fault():
         k8s.validate([bad])
 
 
+SECRETS = {"tls_secret": "ocr-tls", "token_secret": "ocr.tokens", "metrics_tokens": True}
+
+
+def _pod(objects):
+    return _by_kind(objects)["Deployment"]["spec"]["template"]
+
+
+def test_tls_and_token_secrets_are_mounted_read_only_and_passed_to_serve(pipeline):
+    objects = k8s.manifests("serve", pipeline, k8s.K8sOptions(image="paddlex-npu:1", **SECRETS))
+    k8s.validate(objects)
+    pod = _pod(objects)
+    (c,) = pod["spec"]["containers"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["tls"] == {
+        "name": "tls",
+        "secret": {
+            "secretName": "ocr-tls",
+            "defaultMode": 0o400,
+            "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}],
+        },
+    }
+    assert volumes["tokens"] == {
+        "name": "tokens",
+        "secret": {
+            "secretName": "ocr.tokens",
+            "defaultMode": 0o400,
+            "items": [{"key": "api.tokens", "path": "api.tokens"}, {"key": "metrics.tokens", "path": "metrics.tokens"}],
+        },
+    }
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["tls"] == {"name": "tls", "mountPath": "/etc/paddlex-npu-tls", "readOnly": True}
+    assert mounts["tokens"] == {"name": "tokens", "mountPath": "/etc/paddlex-npu-tokens", "readOnly": True}
+    # not under the read-only ConfigMap mount (the runtime could not make the mount point there)
+    assert not any(m["mountPath"].startswith(k8s.CONFIG_DIR + "/") for m in c["volumeMounts"])
+    # 0400 files are root's: the process reads them through the fsGroup the kubelet gives them, its own gid
+    assert pod["spec"]["securityContext"]["fsGroup"] == c["securityContext"]["runAsGroup"]
+    assert c["args"][-8:] == [
+        "--tls-certfile",
+        "/etc/paddlex-npu-tls/tls.crt",
+        "--tls-keyfile",
+        "/etc/paddlex-npu-tls/tls.key",
+        "--token-file",
+        "/etc/paddlex-npu-tokens/api.tokens",
+        "--metrics-token-file",
+        "/etc/paddlex-npu-tokens/metrics.tokens",
+    ]
+    assert c["ports"] == [{"name": "https", "containerPort": 8080, "protocol": "TCP"}]
+    # the probes over HTTPS on the open paths (no token needed)
+    assert [c[p]["httpGet"] for p in ("startupProbe", "livenessProbe", "readinessProbe")] == [
+        {"path": "/ready?min-workers=1", "port": "https", "scheme": "HTTPS"},
+        {"path": "/health", "port": "https", "scheme": "HTTPS"},
+        {"path": "/ready?min-workers=1", "port": "https", "scheme": "HTTPS"},
+    ]
+    assert pod["metadata"]["annotations"]["prometheus.io/scheme"] == "https"
+    assert _by_kind(objects)["Service"]["spec"]["ports"] == [
+        {"name": "https", "port": 8080, "targetPort": "https", "protocol": "TCP", "appProtocol": "https"}
+    ]
+    policy = _by_kind(objects)["NetworkPolicy"]["spec"]
+    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8080}]}] and policy["egress"] == []
+
+
+def test_tokens_alone_keep_http_and_mount_only_the_api_tokens(pipeline):
+    objects = k8s.manifests("serve", pipeline, k8s.K8sOptions(image="paddlex-npu:1", token_secret="ocr-tokens"))
+    k8s.validate(objects)
+    pod = _pod(objects)
+    (c,) = pod["spec"]["containers"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert "tls" not in volumes
+    assert volumes["tokens"]["secret"]["items"] == [{"key": "api.tokens", "path": "api.tokens"}]
+    assert c["args"][-2:] == ["--token-file", "/etc/paddlex-npu-tokens/api.tokens"]
+    assert not any(a.startswith(("--tls", "--metrics-token")) for a in c["args"])
+    assert c["livenessProbe"]["httpGet"] == {"path": "/health", "port": "http"}  # plain HTTP: no scheme
+    assert "prometheus.io/scheme" not in pod["metadata"]["annotations"]
+    assert _by_kind(objects)["Service"]["spec"]["ports"][0]["name"] == "http"
+
+
+def test_tls_alone_mounts_no_tokens(pipeline):
+    objects = k8s.manifests("serve", pipeline, k8s.K8sOptions(image="paddlex-npu:1", tls_secret="ocr-tls"))
+    pod = _pod(objects)
+    assert [v["name"] for v in pod["spec"]["volumes"]][-1] == "tls"
+    assert not any(a.startswith("--token") or a.startswith("--metrics") for a in pod["spec"]["containers"][0]["args"])
+
+
+@pytest.mark.parametrize(
+    "kind, options, says",
+    [
+        ("serve", {"tls_secret": "OCR_tls"}, "--tls-secret 'OCR_tls' is not a Secret name: give the name of an"),
+        ("serve", {"token_secret": "-tokens"}, "--token-secret '-tokens' is not a Secret name"),
+        ("serve", {"token_secret": "a." * 126 + "ab"}, "is not a Secret name"),  # 254 characters
+        ("serve", {"tls_secret": ""}, "--tls-secret '' is not a Secret name"),  # an unset variable: not plain HTTP
+        ("triton", {"tls_secret": "ocr-tls"}, "--tls-secret with triton: tritonserver's HTTP endpoint has no TLS"),
+        ("triton", {"token_secret": "ocr-tokens"}, "--token-secret with triton"),
+        ("serve", {"metrics_tokens": True}, "--metrics-tokens without --token-secret: give --token-secret NAME"),
+    ],
+    ids=["tls-name", "token-name", "too-long", "empty", "triton-tls", "triton-tokens", "metrics-alone"],
+)
+def test_bad_secret_options_are_refused_naming_the_cause_and_the_fix(pipeline, kind, options, says):
+    with pytest.raises(ConfigError) as err:
+        k8s.manifests(kind, pipeline, k8s.K8sOptions(image="paddlex-npu:1", **options))
+    assert says in str(err.value), str(err.value)
+
+
+def test_a_secret_name_of_253_characters_with_dots_is_taken(pipeline):
+    name = "a." * 126 + "a"
+    objects = k8s.manifests("serve", pipeline, k8s.K8sOptions(image="paddlex-npu:1", token_secret=name))
+    assert {v["name"]: v for v in _pod(objects)["spec"]["volumes"]}["tokens"]["secret"]["secretName"] == name
+
+
+def _local_args(args, dirs, port):
+    """The container's args for a serve on this machine: the Secrets' and ConfigMap's folders moved to ``dirs``,
+    loopback, ``port``, the reference runtime."""
+    local = [sys.executable, "-m", "paddlex_npu.cli"] + args[1:]
+    for mount, folder in dirs.items():
+        local = [str(folder) + a[len(mount) :] if a.startswith(mount + "/") else a for a in local]
+    for option, value in (("--host", "127.0.0.1"), ("--port", str(port)), ("--runtime", "reference")):
+        local[local.index(option) + 1] = value
+    return local
+
+
+def test_serve_runs_with_the_generated_args_and_answers_its_probes_over_https(pipeline_yaml, asset_root, tmp_path):
+    """The CLI's manifests, then serve started with the Deployment's args over files laid out as the ConfigMap and
+    the Secrets would be: the probes answer 200 over HTTPS with no token, the API wants one, the metrics token
+    opens /metrics."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    from tests.serve.conftest import free_ports, server_env, stop, wait_until
+    from tests.serve.internal_host import self_signed
+
+    models = asset_root / "om"  # mounted where it is here: the ConfigMap's model_dirs are the local ones
+    out = subprocess.run(
+        [sys.executable, "-m", "paddlex_npu.cli", "k8s", "serve", str(pipeline_yaml), "--image", "paddlex-npu:1"]
+        + ["-o", str(tmp_path / "m"), "--workers", "1", "--models-root", str(models), "--models-mount", str(models)]
+        + ["--tls-secret", "ocr-tls", "--token-secret", "ocr-tokens", "--metrics-tokens"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "note: the pods start once the Secret ocr-tls exists" in out.stdout
+    objects = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "m").iterdir())]
+    k8s.validate(objects)
+    (c,) = _pod(objects)["spec"]["containers"]
+    dirs = {k8s.CONFIG_DIR: tmp_path / "config", k8s.TLS_DIR: tmp_path / "tls", k8s.TOKENS_DIR: tmp_path / "tokens"}
+    for folder in dirs.values():
+        folder.mkdir()
+    (dirs[k8s.CONFIG_DIR] / "pipeline.yaml").write_text(_by_kind(objects)["ConfigMap"]["data"]["pipeline.yaml"])
+    cert, key = self_signed(tmp_path / "made")
+    api, scraper = "api-" + "0123abcd" * 4, "metrics-" + "4567efef" * 4
+    files = {"tls/tls.crt": cert.read_bytes(), "tls/tls.key": key.read_bytes()}
+    files.update({"tokens/api.tokens": api.encode(), "tokens/metrics.tokens": scraper.encode()})
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        (tmp_path / name).chmod(0o400)
+    (port,) = free_ports(1)
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(_local_args(c["args"], dirs, port), env=server_env(), stdout=sink, stderr=sink)
+    context = ssl.create_default_context(cafile=str(cert))
+
+    def get(path, token=None, body=None):
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        req = urllib.request.Request(f"https://127.0.0.1:{port}{path}", data=body, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=context) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    try:
+        ready = c["readinessProbe"]["httpGet"]
+        why = wait_until(lambda: get(ready["path"]) == 200, proc, 240, log)
+        assert why is None, why
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            assert c[probe]["httpGet"]["scheme"] == "HTTPS" and get(c[probe]["httpGet"]["path"]) == 200, probe
+        assert get("/ocr", body=b"{}") == 401 and get("/ocr", scraper, b"{}") == 401
+        assert get("/ocr", api, b"{}") == 422  # past the token: the body is checked
+        assert get("/metrics") == 401 and get("/metrics", scraper) == 200
+    finally:
+        stop(proc)
+
+
 def test_cli_writes_files_that_validate(pipeline, tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "paddlex_npu.cli", "k8s", "serve", str(pipeline), "--image", "paddlex-npu:1"]
