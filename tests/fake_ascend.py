@@ -49,7 +49,9 @@ class FakeAcl:
         return 0
 
     def get_context(self):
-        return (self.current, 0) if self.current else (None, 107002)  # ACL_ERROR_RT_CONTEXT_NULL
+        """CANN pyACL reference: ``context, ret = acl.rt.get_context()``, context an int (the pointer address): 0
+        with ACL_ERROR_RT_CONTEXT_NULL when the thread has none."""
+        return (self.current, 0) if self.current else (0, 107002)
 
     def set_context(self, context: str) -> int:
         if context in self.destroyed:
@@ -80,9 +82,10 @@ def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> st
 
 
 def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -> type:
-    """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch`` and ``out_array`` (2023-09+); the old one
-    runs dymbatch/dymhw without setting a gear. ``borrows``: DeviceManager.cpp from 2024-12 on; without it, a
-    session in a process where ACL was initialised first fails."""
+    """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch``, ``out_array``, ``free_resource`` and
+    ``reset_summaryinfo`` (2023-09+); the old one (interface.py of 2023-01) runs dymbatch/dymhw without setting a
+    gear, has no ``free_resource`` and resets its timings with ``reset_sumaryinfo``. ``borrows``: DeviceManager.cpp
+    from 2024-12 on; without it, a session in a process where ACL was initialised first fails."""
 
     class FakeInferSession:
         devices: set = set()
@@ -90,7 +93,12 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
         fail_with: Optional[int] = None  # an ACL code the next infer fails with
 
         def __init__(self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False) -> None:
+            # interface.py InferSession.__init__ keeps device_id and model_path (and, from 2024, acl_json_path and
+            # debug) as attributes
+            self.device_id, self.model_path = device_id, model_path
+            self.acl_json_path, self.debug = acl_json_path, debug
             self.calls: List[tuple] = []
+            self.infer_kwargs: dict = {}  # the keyword arguments of the last infer
             self.freed = False
             self.exec_time_list: List[float] = []  # the C++ execTimeList, one entry per execution
             self.context = _create_context(acl, FakeInferSession, device_id, borrows)
@@ -109,28 +117,37 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
         def set_dynamic_hw(self, h: int, w: int) -> None:
             self.calls.append(("set_dynamic_hw", h, w))
 
-        def free_resource(self) -> None:
-            acl.destroyed.append(self.context)
-            self.freed = True
-
-        def reset_summaryinfo(self) -> None:  # interface.py: ``self.session.reset_sumaryinfo()``
-            self.exec_time_list.clear()
+        def set_custom_outsize(self, custom_sizes: Any) -> None:  # interface.py: ``self.session.set_custom_outsize``
+            self.calls.append(("set_custom_outsize", custom_sizes))
 
         if new_api:
+
+            def free_resource(self) -> None:
+                acl.destroyed.append(self.context)
+                self.freed = True
+
+            def reset_summaryinfo(self) -> None:  # interface.py: ``self.session.reset_sumaryinfo()``
+                self.exec_time_list.clear()
 
             def infer(self, feeds, mode="static", custom_sizes=100000, out_array=True):
                 acl.current = self.context
                 self.calls.append(("infer", mode))
+                self.infer_kwargs = {"mode": mode, "custom_sizes": custom_sizes, "out_array": out_array}
                 if FakeInferSession.fail_with is not None:
                     raise RuntimeError(f"[{FakeInferSession.fail_with}][Error code unknown] ")
                 self.exec_time_list.append(1.0)
                 return list(feeds)
 
-        else:
+        else:  # interface.py of 2023-01: no free_resource, the C++ name reset_sumaryinfo, infer without out_array
+
+            def reset_sumaryinfo(self) -> None:
+                self.exec_time_list.clear()
 
             def infer(self, feeds, mode="static", custom_sizes=100000):
                 acl.current = self.context
                 self.calls.append(("infer", mode))
+                self.infer_kwargs = {"mode": mode, "custom_sizes": custom_sizes}
+                self.exec_time_list.append(1.0)
                 return list(feeds)
 
     return FakeInferSession

@@ -11,7 +11,6 @@ builder run it, not the runner.
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -98,10 +97,11 @@ def derive(proto: Any, data_dependent: Sequence[str] = ()) -> List[Optional[List
     _fold_constant_concats(model)
     outputs = [o.name for o in model.graph.output]
     unknown: List[Optional[List[Dim]]] = [None] * len(outputs)
+    inference = _inference_class()  # outside the try: onnxruntime missing is an error that says what to install
     quiet = logging.getLogger("onnxruntime.tools.symbolic_shape_infer")
     level, quiet.level = quiet.level, logging.CRITICAL
     try:
-        engine = _inference_class()()
+        engine = inference()
         engine._preprocess(model)
         while engine.run_:
             engine._infer_impl()
@@ -113,9 +113,8 @@ def derive(proto: Any, data_dependent: Sequence[str] = ()) -> List[Optional[List
         quiet.level = level
     result: List[Optional[List[Dim]]] = []
     for name in outputs:
-        vi = inferred.get(name)
-        t = vi.type.tensor_type if vi is not None else None
-        if t is None or not t.HasField("shape"):
+        t = inferred[name].type.tensor_type  # the solver's output graph is a copy of the model's: every output
+        if not t.HasField("shape"):
             result.append(None)
             continue
         dims: List[Dim] = []
@@ -157,7 +156,7 @@ def _fold_constant_concats(model: Any) -> None:
 
 def _parse(sympy: Any, text: str) -> Any:
     try:
-        return sympy.sympify(text, locals={s: sympy.Symbol(s) for s in re.findall(r"d\d+_\d+", text)})
+        return sympy.sympify(text)  # the d{k}_{j} names are read as symbols (no sympy name has that form)
     except (sympy.SympifyError, TypeError, SyntaxError):
         return None
 
