@@ -180,3 +180,12 @@ def gray_model(path: Path) -> Path:
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, "H", "W"])
     two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
     return _save(helper.make_graph([helper.make_node("Mul", ["x", "two"], ["y"])], "gray", [x], [y], [two]), path)
+
+
+def empty_output_model(path: Path) -> Path:
+    """A static model with an empty output: ``x`` float32 [1,4] -> ``y`` = x[:, 0:0], [1, 0]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 0])
+    bounds = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("start", 0), ("end", 0), ("axis", 1))]
+    node = helper.make_node("Slice", ["x", "start", "end", "axis"], ["y"])
+    return _save(helper.make_graph([node], "empty", [x], [y], bounds), path)

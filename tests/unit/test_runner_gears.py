@@ -104,7 +104,10 @@ def test_an_oversize_line_is_squeezed_into_the_largest_gear_with_one_warning(mod
     assert calls[0]["shapes"] == [[1, 3, 8, 32]] and out[0].shape == (1, 8, 3)  # the squeezed line's 8 steps
     (warning,) = _fit_warnings(caplog)
     assert "m: an input of shape [1, 3, 8, 40]" in warning and "resized it to [1, 3, 8, 32] (width squeezed)" in warning
-    assert "Add a larger gear (paddlex-npu convert --gears auto plans one that holds every input)" in warning
+    assert (
+        "which may read less well. Add a larger gear (paddlex-npu convert --gears auto plans one that holds every "
+        "input) or set backend_config oversize: 'error'" in warning
+    )
     refusing = _load(models["rec"], {**REC_GEARS, **T_DIMS}, oversize="error")
     with pytest.raises(InputShapeError, match=r"fit none of the OM's"):
         refusing([_line(40)])
@@ -121,7 +124,10 @@ def test_an_oversize_line_is_squeezed_into_the_ranges_of_a_dymshape_om(models, c
         runner([_line(48)])
     assert calls[0]["shapes"] == [[1, 3, 8, 32]] and out[0].shape == (1, 8, 3)
     (warning,) = _fit_warnings(caplog)
-    assert "Rebuild the OM with wider ranges (paddlex-npu convert with a larger --max-side, or none)" in warning
+    assert (
+        "which may read less well. Rebuild the OM with wider ranges (paddlex-npu convert with a larger --max-side, "
+        "or none) or set backend_config oversize: 'error'" in warning
+    )
     refusing = _load(models["rec"], ranges, oversize="error")
     with pytest.raises(InputShapeError, match=r"outside the OM's"):
         refusing([_line(40)])

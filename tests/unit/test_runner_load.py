@@ -70,6 +70,17 @@ def test_a_static_om_with_an_unfixed_output_is_refused_naming_the_model(tmp_path
         _load(tmp_path, manifest=static, model_name="m")
 
 
+def test_an_empty_output_dim_of_a_static_om_is_a_fixed_dim(tmp_path):
+    """Only -1 marks an output the input values shape: a static OM's [1, 0] output loads and comes back empty."""
+    from tests.onnx_models import empty_output_model
+
+    tiny_package(tmp_path, empty_output_model)
+    static = {"mode": "static", "inputs": [{"name": "x", "shape": [1, 4]}]}
+    runner = _load(tmp_path, manifest=static, custom_sizes=4096)
+    assert [d.shape for d in runner.session.get_outputs()] == [[1, 0]]
+    assert runner([np.ones((1, 4), np.float32)])[0].shape == (1, 0)
+
+
 def test_a_bad_manifest_in_backend_config_is_named_as_such(image):
     with pytest.raises(ConfigError, match=r"invalid OM manifest in backend_config\['manifest'\]: mode"):
         _load(image, manifest={"mode": "dymfoo", "inputs": DYMSHAPE["inputs"]})
