@@ -55,14 +55,16 @@ def run_ocr(pipeline: Any, images: Dict[str, Path]) -> Dict[str, dict]:
 
 @contextmanager
 def spy_session(session: Any) -> Iterator[List[Dict[str, Any]]]:
-    """Record every ``infer`` call that reaches ``session`` (mode, custom_sizes, feed shapes); the real session
-    still runs. The one way the tests look at what reaches a session."""
+    """Record every ``infer`` call that reaches ``session`` (mode, custom_sizes, feed shapes, the feeds
+    themselves); the real session still runs. The one way the tests look at what reaches a session."""
     calls: List[Dict[str, Any]] = []
     original = session.infer
 
     def infer(feeds, mode="static", custom_sizes=100000, **kw):
         sizes = list(custom_sizes) if isinstance(custom_sizes, list) else custom_sizes
-        calls.append({"mode": mode, "custom_sizes": sizes, "shapes": [list(f.shape) for f in feeds]})
+        calls.append(
+            {"mode": mode, "custom_sizes": sizes, "shapes": [list(f.shape) for f in feeds], "feeds": list(feeds)}
+        )
         return original(feeds, mode=mode, custom_sizes=custom_sizes, **kw)
 
     session.infer = infer

@@ -104,3 +104,88 @@ def tiny_package(folder: Path, model: Callable[[Path], Path] = two_input_model, 
     model(folder / "inference.onnx")
     (folder / "inference.yml").write_text(f"Global:\n  model_name: {name}\n")
     return folder
+
+
+def rec_model(path: Path) -> Path:
+    """A text-recognition-shaped model: ``x`` float32 [N,3,8,W] -> ``y`` [N, T, 3], T = ceil(W / 4): the max of
+    each 8x4 window (ceil_mode: a last, partial window where W is not a multiple of 4), steps before channels."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "T", 3])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [2])
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[8, 4], strides=[8, 4], ceil_mode=1),
+        helper.make_node("Squeeze", ["p", "axes"], ["s"]),
+        helper.make_node("Transpose", ["s"], ["y"], perm=[0, 2, 1]),
+    ]
+    return _save(helper.make_graph(nodes, "rec", [x], [y], [axes]), path)
+
+
+def ctc_reduced_model(path: Path) -> Path:
+    """A recognition model whose CTC output was reduced (manifest ``reduction``): ``x`` float32 [N,3,8,W] ->
+    ``ctc_indices`` int32 [N, W] (the argmax over the channels of the column means) and ``ctc_scores`` float32
+    [N, W] (their max)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, "W"])
+    ind = helper.make_tensor_value_info("ctc_indices", TensorProto.INT32, ["N", "W"])
+    sco = helper.make_tensor_value_info("ctc_scores", TensorProto.FLOAT, ["N", "W"])
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], axes=[2], keepdims=0),
+        helper.make_node("ArgMax", ["m"], ["a"], axis=1, keepdims=0),
+        helper.make_node("Cast", ["a"], ["ctc_indices"], to=TensorProto.INT32),
+        helper.make_node("ReduceMax", ["m"], ["ctc_scores"], axes=[1], keepdims=0),
+    ]
+    return _save(helper.make_graph(nodes, "ctc", [x], [ind, sco]), path)
+
+
+def contrib_model(path: Path) -> Path:
+    """Outputs ONNX shape inference cannot size: ``x`` float32 [N,4] -> ``y`` = com.microsoft Gelu(x) [N,4] (an
+    op onnx has no schema for: its output dims stay unknown) and ``idx`` = NonZero(x) unsqueezed, int64 [1,2,K]
+    (data-dependent)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [1, 2, "K"])
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    nodes = [
+        helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft"),
+        helper.make_node("NonZero", ["x"], ["nz"]),
+        helper.make_node("Unsqueeze", ["nz", "axes"], ["idx"]),
+    ]
+    graph = helper.make_graph(nodes, "contrib", [x], [y, idx], [axes])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]
+    )
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def gelu_model(path: Path) -> Path:
+    """``x`` float32 [N,4] -> ``y`` = com.microsoft Gelu(x) [N,4]: an op onnx has no schema for, so ONNX shape
+    inference leaves ``y``'s dims unknown (ONNX Runtime runs it)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")], "gelu", [x], [y])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]
+    )
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def gray_model(path: Path) -> Path:
+    """One-channel images: ``x`` float32 [N,1,H,W] -> ``y`` = x * 2."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, "H", "W"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 1, "H", "W"])
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    return _save(helper.make_graph([helper.make_node("Mul", ["x", "two"], ["y"])], "gray", [x], [y], [two]), path)
+
+
+def empty_output_model(path: Path) -> Path:
+    """A static model with an empty output: ``x`` float32 [1,4] -> ``y`` = x[:, 0:0], [1, 0]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 0])
+    bounds = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("start", 0), ("end", 0), ("axis", 1))]
+    node = helper.make_node("Slice", ["x", "start", "end", "axis"], ["y"])
+    return _save(helper.make_graph([node], "empty", [x], [y], bounds), path)

@@ -114,7 +114,6 @@ class OMRunner:
         fixed = _fixed_sizes(config, self.output_names)
         self.output_itemsizes = [numpy_dtype(d.datatype).itemsize for d in self._out_descs]
         self._solved = solved_output_shapes(manifest, self.output_names, config.data_dependent_max)
-        self._loose = {i for i, n in enumerate(self.output_names) if n in manifest.data_dependent}
         self._sizer = OutputSizer(
             [list(d.shape) for d in self._out_descs],
             self.output_itemsizes,
@@ -153,10 +152,8 @@ class OMRunner:
         return self._session_or_raise().session
 
     def __call__(self, x: Optional[Any] = None, **kwargs: Any) -> List[np.ndarray]:
-        if x is None:
-            if "x" not in kwargs:
-                raise TypeError("OM runner: missing the inputs `x`")
-            x = kwargs.pop("x")
+        if x is None:  # ``runner(x=...)`` binds x itself: other keywords are PaddleX's and ignored
+            raise TypeError("OM runner: missing the inputs `x`")
         arrays = [x] if isinstance(x, np.ndarray) else list(x)
         if len(arrays) != len(self.input_names):
             raise InputMismatchError(
@@ -191,9 +188,10 @@ class OMRunner:
         )
 
     def _solved_dims(self, index: int, input_shapes: List[List[int]]) -> Optional[List[int]]:
-        """The dims output ``index`` has for these (real, unpadded) inputs, when the manifest solved them."""
+        """The dims output ``index`` has for these (real, unpadded) inputs, when the manifest solved them (gear
+        and static OMs only, which have no data-dependent outputs: the manifest refuses them outside dymshape)."""
         shapes = self._solved
-        if shapes is None or not shapes.known(index) or index in self._loose:
+        if shapes is None or not shapes.known(index):
             return None
         return shapes.shape(index, input_shapes)
 

@@ -61,6 +61,7 @@ def test_a_gear_above_the_memory_budget_is_refused_at_load(package, runs, monkey
     with pytest.raises(ConfigError) as info:
         _load(package, manifest=_manifest((32, 32), (20000, 20000)))
     message = str(info.value)
+    assert message.startswith(f"{package.name}: the gear")
     assert "the gear x:1,3,20000,20000;a:1,2 needs 4577.6 MiB of input buffers + 4577.6 MiB of output" in message
     assert "above the memory budget of 1024.0 MiB (the default" in message and runs == []
     with pytest.raises(ConfigError, match=r"x:1,3,64,64;a:1,2 needs 48.0 KiB .* budget of 58.6 KiB \(backend_config"):

@@ -53,6 +53,7 @@ def test_a_failed_call_is_never_retried_and_names_the_option(package, capsys):
         runner([np.zeros((1, 2), np.int32), big])
     assert len(calls) == 1
     text = str(info.value)
+    assert text.startswith(f"{package.name}: the reference session failed")  # named after the model's folder
     assert "[-1][ACL: general failure]" in text and "[[1, 3, 256, 256], [1, 2]]" in text
     assert "[65536, 65536] bytes reserved for outputs ['x_out', 'a_out']" in text and "custom_sizes" in text
     assert "needs 786432 bytes" in capsys.readouterr().out  # the detail went to the log, as on the device
@@ -179,3 +180,65 @@ def test_the_sessions_timing_log_is_cleared_as_calls_go_on(package, monkeypatch)
         runner(feeds)
         lengths.append(len(runner.session.summary().exec_time_list))
     assert lengths == [1, 2, 3, 1, 2, 3, 4, 1, 2, 3]  # cleared just before calls 4 and 8
+
+
+def test_a_call_without_inputs_and_a_bare_array(tmp_path, package):
+    with pytest.raises(TypeError, match="missing the inputs `x`"):
+        make(package)()
+    from tests.onnx_models import image_model
+
+    one = make(tiny_package(tmp_path / "one", image_model))
+    x = np.random.rand(2, 3, 8, 8).astype(np.float32)
+    (y,) = one(x)  # a model of one input takes the array itself, not a list of its rows
+    np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_feeds_the_om_does_not_take_never_reach_the_session(tmp_path, package):
+    """The session call is checked in Python first (dtype, rank, fixed dims), whatever the caller: on the device a
+    bad call only says "ACL: general failure"."""
+    from tests.onnx_models import small_input_first_model
+
+    runner = make(package)
+    x, a = np.zeros((1, 3, 8, 8), np.float32), np.zeros((1, 2), np.int32)
+    fixed = make(tiny_package(tmp_path / "fixed", small_input_first_model))
+    bad = [
+        (
+            runner,
+            [x.astype(np.float64), a],
+            r"input 'x' is float64\[1, 3, 8, 8\], the OM takes float32\[-1, 3, -1, -1\]",
+        ),
+        (runner, [x, a[..., None]], r"input 'a' is int32\[1, 2, 1\], the OM takes int32\[-1, 2\] \(-1: any size\)"),
+        (fixed, [np.zeros((2, 2), np.float32), x], r"input 's' is float32\[2, 2\], the OM takes float32\[1, 2\]"),
+    ]
+    for r, feeds, match in bad:
+        with spy_session(r.session) as calls, pytest.raises(InputShapeError, match=match):
+            r._run_session(feeds)
+        assert calls == []
+
+
+def test_one_custom_size_for_every_output(package):
+    runner = make(package, custom_sizes=1 << 20)
+    assert runner.output_sizes([np.zeros((1, 3, 8, 8), np.float32), np.zeros((1, 2), np.int32)]) == [1 << 20] * 2
+
+
+def test_warmup_runs_on_the_shapes_configured_else_the_first_gear_else_64(tmp_path, load_spy):
+    from tests.onnx_models import gray_model
+
+    gray = tiny_package(tmp_path / "gray", gray_model)  # x [N, 1, H, W]: a fixed dim of 1 after the batch
+    make(gray, warmup_runs=1)
+    make(gray, warmup_runs=1, warmup_shapes={"x": [2, 1, 8, 16]})
+    make(_gear_package(tmp_path / "gears", [[8, 16], [16, 16]]), warmup_runs=2, warmup_gears=False)
+    assert [[c["shapes"] for c in calls] for calls in load_spy] == [
+        [[[1, 1, 64, 64]]],
+        [[[2, 1, 8, 16]]],
+        [[[1, 3, 8, 16]], [[1, 3, 8, 16]]],
+    ]
+
+
+def test_gear_warmup_times_are_each_gears_own(tmp_path):
+    import time
+
+    runner = make(_gear_package(tmp_path, [[8, 8], [16, 16]]), warmup_gears=False)
+    t0 = time.perf_counter()
+    times = runner.warmup_gears()
+    assert len(times) == 2 and 0 < sum(times) <= time.perf_counter() - t0
