@@ -4,15 +4,17 @@
 # --no-reduce, on the simulated device, alternating the two ROUNDS times; one JSON per run plus their union.
 #
 #   benchmarks/serve_ctc.sh [OUT_DIR]    ROUNDS=2 SECONDS_PER_POINT=12 CONCURRENCY=1,4 REC=PP-OCRv5_mobile_rec
+#                                        ORDER="reduced full" FIRST_ROUND=1 (more rounds into the same OUT_DIR)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$REPO/.venv/bin/python}"
 OUT="${1:-serve-ctc-$(date -u +%Y%m%d-%H%M)}"
 mkdir -p "$OUT"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" | tee "$OUT/machine.txt"
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  for variant in reduced full; do
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" | tee -a "$OUT/machine.txt"
+first="${FIRST_ROUND:-1}"
+for round in $(seq "$first" $((first + ${ROUNDS:-2} - 1))); do
+  for variant in ${ORDER:-reduced full}; do
     flags=()
     [ "$variant" = full ] && flags=(--no-reduce)
     echo "== round $round, $variant: load average $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%S)" \
