@@ -93,17 +93,29 @@ def _print_report(report) -> None:
 
 
 def _serve_load_inputs(args: argparse.Namespace, folder: Path):
-    """(pipeline YAML, page, line): the given YAML or the bundled OCR pipeline's; a rendered page and text line."""
+    """(pipeline YAML, page, line): the given YAML, else the bundled OCR pipeline's with its recognition package
+    (``--rec``) converted with the CTC reduction or (``--no-reduce``) without; a rendered page and text line."""
     import yaml
 
+    from ..errors import ConfigError
+    from ..perf.serve_load import ocr_packages
     from ..samples import assets, env
 
     env.prepare(default_runtime=False)
     if args.pipeline:
+        if args.no_reduce or args.rec:
+            raise ConfigError(
+                "--no-reduce and --rec choose the bundled pipeline's packages; with --pipeline, convert your "
+                "recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
+            )
         pipeline = _pipeline_arg(Path(args.pipeline))
     else:
+        rec = args.rec or assets.REC
+        packages = ocr_packages(
+            assets.build_model_folders(), folder / "packages", assets.DET, rec, reduce=not args.no_reduce
+        )
         pipeline = folder / "ocr.yaml"
-        config = assets.ocr_pipeline_config(assets.build_model_folders() / "om")
+        config = assets.ocr_pipeline_config(packages, rec=rec)
         config["Serving"] = {"visualize": False}
         pipeline.write_text(yaml.safe_dump(config), encoding="utf-8")
     page = assets.render_pages(folder, 1)[0]
@@ -117,13 +129,14 @@ def _print_serve_load(report, targets) -> None:
         f"{report.load_average[1]:.1f} after"
     )
     print(
-        f"{'server':<40}{'model':<18}{'C':>4}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'answered':>9}{'failed':>7}"
-        f"{'unseen':>7}{'s':>6}{'srv CPU':>8}{'cli CPU':>8}"
+        f"{'server':<40}{'model':<18}{'C':>4}{'req/s':>9}{'lines/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'answered':>9}"
+        f"{'failed':>7}{'unseen':>7}{'s':>6}{'srv CPU':>8}{'cli CPU':>8}{'B to host':>11}"
     )
     for p in report.points:
         print(
-            f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}"
-            f"{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}"
+            f"{p.server:<40}{p.model:<18}{p.concurrency:>4}{p.requests_per_s:>9.2f}{p.lines_per_s:>9.1f}"
+            f"{p.p50_ms:>9.1f}{p.p95_ms:>9.1f}{p.requests:>9}{p.failed:>7}{p.unseen:>7}{p.seconds:>6.0f}"
+            f"{p.server_cpu_ms:>8.1f}{p.client_cpu_ms:>8.1f}{p.bytes_to_host:>11,.0f}"
         )
         if len(p.rounds_requests_per_s) > 1:
             print(f"    rounds (median kept): {' / '.join(f'{v:.1f}' for v in p.rounds_requests_per_s)} req/s")
@@ -138,6 +151,12 @@ def _print_serve_load(report, targets) -> None:
         "srv CPU / cli CPU: CPU ms per answered request of the server's processes / of the load generator; "
         f"{report.cores} cores / their sum is what this machine could answer if the cores were the run's alone"
     )
+    for model, t in report.traffic.items():
+        print(
+            f"simulated device, one {model} request: {t['lines']:.0f} text line(s), {t['bytes_to_device']:,.0f} B "
+            f"to the device, {t['bytes_to_host']:,.0f} B to the host, {t['copy_ms']:.2f} ms of copies in "
+            f"{t['device_ms']:.2f} ms of device time ({t['calls']:.0f} calls)"
+        )
     shown = {
         "batching_speedup_rec": "Triton dynamic batching / none, recognition, top concurrency",
         "serve_over_paddlex_ocr": "serve (most workers) / PaddleX basic serving, OCR, top concurrency",
@@ -331,6 +350,7 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
     )
     serving = p.add_argument_group("--serve: the serve-bench command (load on real servers over loopback HTTP)")
     serving.add_argument("--serve", action="store_true", help="measure the servers instead: `paddlex-npu serve-bench`")
+    _package_args(serving)
     _serving_options(serving)
     p.set_defaults(command_name="benchmark --serve")
 
@@ -340,6 +360,7 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
         "--pipeline", type=Path, help="OCR pipeline YAML (default: the bundled PP-OCRv4 OCR pipeline, no visualize)"
     )
     _runtime_arg(p)
+    _package_args(p)
     p.add_argument("--json", help="write the figures and the targets to this JSON file")
     p.add_argument(
         "--rounds",
@@ -349,6 +370,23 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
     )
     _serving_options(p)
     p.set_defaults(command_name="serve-bench")
+
+
+def _package_args(p) -> None:
+    """--rec, --no-reduce: the bundled pipeline's recognition package (serve-bench)."""
+    from ..samples.assets import REC, REC_V5
+
+    p.add_argument(
+        "--rec",
+        choices=(REC, REC_V5),
+        help=f"the bundled pipeline's recogniser (default {REC})",
+    )
+    p.add_argument(
+        "--no-reduce",
+        action="store_true",
+        help="convert the bundled recogniser as `convert --no-reduce` does: its full CTC output goes to the host "
+        "(default: reduced on the device, convert's default)",
+    )
 
 
 def _runtime_arg(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,10 @@ class LoadPoint:
     queue_ms: float = 0.0
     compute_ms: float = 0.0
     rounds_requests_per_s: List[float] = field(default_factory=list)  # with rounds: each round's (this: median)
+    # on the simulated device, from :func:`device_traffic` (0 elsewhere): text lines answered per second, and the
+    # bytes one request moves device to host (what the CTC reduction of ``convert`` cuts)
+    lines_per_s: float = 0.0
+    bytes_to_host: float = 0.0
 
 
 @dataclass
@@ -65,6 +70,8 @@ class ServeLoadReport:
     cpu: str
     load_average: Tuple[float, float]  # 1-minute load average before and after the run
     points: List[LoadPoint] = field(default_factory=list)
+    # simulated device only: per model of a request, what one request moves and costs (:func:`device_traffic`)
+    traffic: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -343,22 +350,67 @@ def paddlex_server(pipeline_yaml: Path, env: Dict[str, str]) -> Server:
     return Server("PaddleX basic serving", argv, env, port, "/health", "paddlex")
 
 
-def prime_recognition(model_folder: Path, line: Path, env: Dict[str, str]) -> int:
-    """On the simulated device, record the recognition model's outputs for ``line`` at every batch size up to
-    its ``max_batch_size`` before the server runs (``env``: the run's store), so that no batch Triton forms is
-    computed on the CPU in the middle of a timed point. Returns the batch sizes primed."""
-    from ..serve.triton_model import run_every_batch
-
+@contextlib.contextmanager
+def _environ(env: Dict[str, str]) -> Iterator[None]:
+    """``env`` added to this process's environment for the block, the old values back after it."""
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return run_every_batch(model_folder, Path(line).read_bytes(), env.get(envs.RUNTIME.name))
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def prime_recognition(model_folder: Path, line: Path, env: Dict[str, str]) -> int:
+    """On the simulated device, record the recognition model's outputs for ``line`` at every batch size up to
+    its ``max_batch_size`` before the server runs (``env``: the run's store), so that no batch Triton forms is
+    computed on the CPU in the middle of a timed point. Returns the batch sizes primed."""
+    from ..serve.triton_model import run_every_batch
+
+    with _environ(env):
+        return run_every_batch(model_folder, Path(line).read_bytes(), env.get(envs.RUNTIME.name))
+
+
+TRAFFIC_KEYS = ("bytes_to_device", "bytes_to_host", "copy_ms", "device_ms", "calls")
+
+
+def device_traffic(pipeline_yaml: Path, page: Path, line: Path, env: Dict[str, str]) -> Dict[str, Dict[str, float]]:
+    """On the simulated device (``env``: the run's runtime and store), what one request moves and costs, measured
+    in this process on the servers' pipeline: for the pipeline on ``page`` (:data:`OCR_MODEL`) and its recognition
+    model on ``line`` (:data:`REC_MODEL`), the bytes host to device and device to host, the copy and device ms
+    (copies included), the device calls, summed over the models, and the text lines answered (``lines``). The
+    second of two runs is counted (the first records the outputs in the store, which the servers then replay)."""
+    from ..paddlex.pipelines import create_on_device
+    from ..run import simulated
+
+    def counted(run: Callable[[], Any], lines: Callable[[Any], int]) -> Dict[str, float]:
+        run()
+        before = simulated.model_stats()
+        result = run()
+        after = simulated.model_stats()
+        moved = dict.fromkeys(TRAFFIC_KEYS, 0.0)
+        names = {"bytes_to_device": "bytes_in", "bytes_to_host": "bytes_out", "copy_ms": "transfer_ms"}
+        for model, m in after.items():
+            for key in TRAFFIC_KEYS:
+                name = names.get(key, key)
+                moved[key] += m.get(name, 0.0) - before.get(model, {}).get(name, 0.0)
+        return {**moved, "lines": float(lines(result))}
+
+    with _environ(env):
+        pipeline = create_on_device(str(pipeline_yaml), 0)
+        try:
+            return {
+                OCR_MODEL: counted(lambda: next(iter(pipeline.predict(str(page)))), lambda r: len(r["rec_texts"])),
+                REC_MODEL: counted(lambda: next(iter(pipeline.text_rec_model.predict(str(line)))), lambda r: 1),
+            }
+        finally:
+            close = getattr(pipeline, "close", None)
+            if callable(close):
+                close()
 
 
 def triton_server(
@@ -378,6 +430,21 @@ def triton_server(
     )
     triton_env.update(env)
     return Server(name, argv, triton_env, http_port, "/v2/health/ready", "triton", (REC_MODEL, OCR_MODEL))
+
+
+def ocr_packages(root: Path, out: Path, det: str, rec: str, reduce: bool = True) -> Path:
+    """A folder ``out`` of OM packages for the OCR pipeline from the bundled model folders of ``root``
+    (:func:`~..samples.assets.build_model_folders`): ``det`` as bundled, ``rec`` converted by ``convert`` (no ATC)
+    with its CTC output reduced on the device, or with ``reduce=False`` not (``convert --no-reduce``)."""
+    from ..build.convert import convert
+
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    shutil.copytree(Path(root) / "om" / det, out / det)
+    convert(Path(root) / "om" / rec, out / rec, "Ascend310P3", "dymshape", run=False, reduce=reduce)
+    return out
 
 
 # -- the plan -------------------------------------------------------------------------------------------------
@@ -460,6 +527,8 @@ def run_serve_load(
     load0 = os.getloadavg()[0]
     report = ServeLoadReport(plan.runtime, os.cpu_count() or 1, _cpu_name(), (load0, load0))
     top = max(plan.concurrency)
+    if plan.runtime == "simulated":
+        report.traffic = device_traffic(Path(pipeline_yaml), Path(page), Path(line), extra)
     servers = _servers(plan, Path(pipeline_yaml), workdir, extra, Path(line))
     rounds: Dict[Tuple[str, str, int], List[LoadPoint]] = {}
     with contextlib.ExitStack() as stack:  # with rounds, every server runs at once (idle but for its turn)
@@ -480,6 +549,9 @@ def run_serve_load(
     for points in rounds.values():
         median = median_round(points, lambda p: p.requests_per_s)
         median.rounds_requests_per_s = [p.requests_per_s for p in points]
+        traffic = report.traffic.get(median.model, {})
+        median.lines_per_s = median.requests_per_s * traffic.get("lines", 0.0)
+        median.bytes_to_host = traffic.get("bytes_to_host", 0.0)
         report.points.append(median)
     report.load_average = (load0, os.getloadavg()[0])
     return report

@@ -69,6 +69,12 @@ def test_benchmark_names_missing_inputs_and_pipeline(tmp_path):
     assert f"paddlex-npu serve-bench: --pipeline {tmp_path / 'ocr.yaml'} does not exist" in err
 
 
+def test_serve_bench_refuses_package_choices_with_a_pipeline_of_its_own(tmp_path):
+    err = _refused(_cli("serve-bench", "--pipeline", "OCR", "--no-reduce"), 1)
+    assert "paddlex-npu serve-bench: --no-reduce and --rec choose the bundled pipeline's packages" in err
+    assert "convert your recognition model with `paddlex-npu convert --no-reduce`" in err
+
+
 @pytest.mark.parametrize("command", [["serve-bench"], ["benchmark", "--serve"]])
 def test_serve_bench_and_its_alias_refuse_bad_numbers(command):
     err = _refused(_cli(*command, "--concurrency", "0"), 2)
