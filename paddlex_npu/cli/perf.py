@@ -97,17 +97,11 @@ def _serve_load_inputs(args: argparse.Namespace, folder: Path):
     (``--rec``) converted with the CTC reduction or (``--no-reduce``) without; a rendered page and text line."""
     import yaml
 
-    from ..errors import ConfigError
     from ..perf.serve_load import ocr_packages
     from ..samples import assets, env
 
     env.prepare(default_runtime=False)
     if args.pipeline:
-        if args.no_reduce or args.rec:
-            raise ConfigError(
-                "--no-reduce and --rec choose the bundled pipeline's packages; with --pipeline, convert your "
-                "recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
-            )
         pipeline = _pipeline_arg(Path(args.pipeline))
     else:
         rec = args.rec or assets.REC
@@ -170,9 +164,10 @@ def _print_serve_load(report, targets) -> None:
 
 def run_serve_bench(args: argparse.Namespace) -> int:
     import json
+    import shutil
     import tempfile
 
-    from ..errors import PaddlexNpuError
+    from ..errors import ConfigError, PaddlexNpuError
     from ..perf.serve_load import LoadPlan, parse_servers, run_serve_load, targets
 
     try:
@@ -188,11 +183,21 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return fail(args.command_name, exc)
+    if args.pipeline and (args.no_reduce or args.rec):
+        return fail(
+            args.command_name,
+            ConfigError(
+                "--no-reduce and --rec choose the bundled pipeline's packages; with --pipeline, convert your "
+                "recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
+            ),
+        )
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         pipeline, page, line = _serve_load_inputs(args, workdir)
     except PaddlexNpuError as exc:
+        if not args.workdir:  # the folder made above, empty of anything of the user's
+            shutil.rmtree(workdir, ignore_errors=True)
         return fail(args.command_name, exc)
     print(
         f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
