@@ -164,3 +164,45 @@ def test_a_gear_output_the_om_cannot_size_gets_its_buffer_set_before_the_call(mo
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     (y,) = runner([x])
     np.testing.assert_allclose(y, _onnx(models["gelu"], x)[0], rtol=1e-6)
+
+
+def _count_outsize_calls(session: Any) -> List[Any]:
+    """Record the ``set_custom_outsize`` calls made on ``session`` from outside its ``infer`` (in dymshape the
+    session's own infer sets the sizes it was given, as ais_bench's does); the real methods still run."""
+    calls: List[Any] = []
+    setter, infer, inside = session.set_custom_outsize, session.infer, []
+
+    def counted_setter(sizes: Any) -> Any:
+        if not inside:
+            calls.append(list(sizes))
+        return setter(sizes)
+
+    def marked_infer(*args: Any, **kwargs: Any) -> Any:
+        inside.append(1)
+        try:
+            return infer(*args, **kwargs)
+        finally:
+            inside.pop()
+
+    session.set_custom_outsize, session.infer = counted_setter, marked_infer
+    return calls
+
+
+@pytest.mark.parametrize(
+    "model, manifest",
+    [
+        # a gear OM whose outputs the OM sizes itself: nothing to set
+        ("rec", {**REC_GEARS, **T_DIMS}),
+        # a dymshape OM that cannot size its output: ais_bench takes custom_sizes with the call, not the setter
+        ("gelu", {"mode": "dymshape", "inputs": [{"name": "x", "shape": [-1, 4], "range": [[1, 4], [4, 4]]}]}),
+    ],
+)
+def test_the_sticky_output_size_setter_is_used_only_for_a_gear_output_the_om_cannot_size(models, model, manifest):
+    runner = _load(models[model], manifest, task=REC if model == "rec" else None)
+    calls = _count_outsize_calls(runner.session)
+    x = _line(10) if model == "rec" else np.ones((2, 4), np.float32)
+    with spy_session(runner.session) as infers:
+        out = runner([x])
+    assert calls == []
+    assert len(infers) == 1
+    np.testing.assert_allclose(out[0], _onnx(models[model], x)[0][..., : out[0].shape[-1]], rtol=1e-6)
