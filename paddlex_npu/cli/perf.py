@@ -95,6 +95,8 @@ def _print_report(report) -> None:
 def _serve_load_inputs(args: argparse.Namespace, folder: Path):
     """(pipeline YAML, page, line): the given YAML, else the bundled OCR pipeline's with its recognition package
     (``--rec``) converted with the CTC reduction or (``--no-reduce``) without; a rendered page and text line."""
+    import tempfile
+
     import yaml
 
     from ..perf.serve_load import ocr_packages
@@ -105,9 +107,8 @@ def _serve_load_inputs(args: argparse.Namespace, folder: Path):
         pipeline = _pipeline_arg(Path(args.pipeline))
     else:
         rec = args.rec or assets.REC
-        packages = ocr_packages(
-            assets.build_model_folders(), folder / "packages", assets.DET, rec, reduce=not args.no_reduce
-        )
+        out = Path(tempfile.mkdtemp(prefix="packages-", dir=folder))  # new: a --workdir's own files stay
+        packages = ocr_packages(assets.build_model_folders(), out, assets.DET, rec, reduce=not args.no_reduce)
         pipeline = folder / "ocr.yaml"
         config = assets.ocr_pipeline_config(packages, rec=rec)
         config["Serving"] = {"visualize": False}
@@ -162,12 +163,32 @@ def _print_serve_load(report, targets) -> None:
         print(f"{what}: {'not run' if value is None else f'{value:.2f}'}")
 
 
-def run_serve_bench(args: argparse.Namespace) -> int:
-    import json
+def _serve_load_workdir(args: argparse.Namespace):
+    """(work folder, (pipeline YAML, page, line)); a folder made here is removed again when the inputs fail."""
     import shutil
     import tempfile
 
-    from ..errors import ConfigError, PaddlexNpuError
+    from ..errors import ConfigError
+
+    if args.pipeline and (args.no_reduce or args.rec):
+        raise ConfigError(
+            "--no-reduce and --rec choose the bundled pipeline's packages; with --pipeline, convert your "
+            "recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
+        )
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        return workdir, _serve_load_inputs(args, workdir)
+    except BaseException:
+        if not args.workdir:  # the folder made above, holding nothing of the user's
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def run_serve_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from ..errors import PaddlexNpuError
     from ..perf.serve_load import LoadPlan, parse_servers, run_serve_load, targets
 
     try:
@@ -183,21 +204,9 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         return fail(args.command_name, exc)
-    if args.pipeline and (args.no_reduce or args.rec):
-        return fail(
-            args.command_name,
-            ConfigError(
-                "--no-reduce and --rec choose the bundled pipeline's packages; with --pipeline, convert your "
-                "recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
-            ),
-        )
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
-    workdir.mkdir(parents=True, exist_ok=True)
     try:
-        pipeline, page, line = _serve_load_inputs(args, workdir)
+        workdir, (pipeline, page, line) = _serve_load_workdir(args)
     except PaddlexNpuError as exc:
-        if not args.workdir:  # the folder made above, empty of anything of the user's
-            shutil.rmtree(workdir, ignore_errors=True)
         return fail(args.command_name, exc)
     print(
         f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "

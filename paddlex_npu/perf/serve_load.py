@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import envs
 from ..deploy.triton_repo import OCR_MODEL, REC_MODEL, TritonOptions, build_triton_repo, tritonserver_command
+from ..errors import ConfigError
 
 Check = Callable[[int, bytes], Optional[str]]  # (status, body) -> None when the answer is a success, else why
 
@@ -439,9 +440,9 @@ def ocr_packages(root: Path, out: Path, det: str, rec: str, reduce: bool = True)
     from ..build.convert import convert
 
     out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if out.exists() and any(out.iterdir()):  # never replace what is there: it may be the user's
+        raise ConfigError(f"{out} is not empty: the OCR packages go into a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(Path(root) / "om" / det, out / det)
     convert(Path(root) / "om" / rec, out / rec, "Ascend310P3", "dymshape", run=False, reduce=reduce)
     return out
@@ -509,7 +510,7 @@ def run_serve_load(
     replay store ``store`` (default: a new folder under ``workdir``, so ``unseen`` counts this run's misses)."""
     import base64
 
-    from .benchmark import _cpu_name, median_round
+    from .benchmark import _cpu_name
 
     plan = plan or LoadPlan()
     workdir = Path(workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
@@ -546,15 +547,26 @@ def run_serve_load(
                         rounds.setdefault((server.name, model, c), []).append(point)
                         if on_point:
                             on_point(point)
+    report.points = _median_points(rounds, report.traffic)
+    report.load_average = (load0, os.getloadavg()[0])
+    return report
+
+
+def _median_points(
+    rounds: Dict[Tuple[str, str, int], List[LoadPoint]], traffic: Dict[str, Dict[str, float]]
+) -> List[LoadPoint]:
+    """Each point's median round, with its lines/s and bytes to the host from the device ``traffic``."""
+    from .benchmark import median_round
+
+    out = []
     for points in rounds.values():
         median = median_round(points, lambda p: p.requests_per_s)
         median.rounds_requests_per_s = [p.requests_per_s for p in points]
-        traffic = report.traffic.get(median.model, {})
-        median.lines_per_s = median.requests_per_s * traffic.get("lines", 0.0)
-        median.bytes_to_host = traffic.get("bytes_to_host", 0.0)
-        report.points.append(median)
-    report.load_average = (load0, os.getloadavg()[0])
-    return report
+        moved = traffic.get(median.model, {})
+        median.lines_per_s = median.requests_per_s * moved.get("lines", 0.0)
+        median.bytes_to_host = moved.get("bytes_to_host", 0.0)
+        out.append(median)
+    return out
 
 
 def parse_servers(spec: str) -> Dict[str, Any]:

@@ -123,3 +123,14 @@ def test_device_traffic_counts_what_the_reduction_saves(traffic):
         assert t["copy_ms"] == pytest.approx((t["bytes_to_device"] + t["bytes_to_host"]) / 16e6)
         assert t["device_ms"] > t["copy_ms"]
     assert ocr_f["copy_ms"] - ocr_r["copy_ms"] == pytest.approx(saved / 16e6)
+
+
+def test_ocr_packages_never_replace_a_folder_that_holds_files(tmp_path):
+    """A --workdir of the user's may hold a packages folder: it is refused, not deleted."""
+    from paddlex_npu.errors import ConfigError
+
+    (tmp_path / "packages").mkdir()
+    (tmp_path / "packages" / "mine.txt").write_text("keep")
+    with pytest.raises(ConfigError, match="is not empty"):
+        ocr_packages(tmp_path / "nowhere", tmp_path / "packages", "det", "rec")
+    assert (tmp_path / "packages" / "mine.txt").read_text() == "keep"
