@@ -12,6 +12,7 @@ if [ ! -x "$PY" ]; then
 fi
 "$PY" -m pip install -q -r requirements/mutation.txt
 "$PY" scripts/mutation.py --ci --venv .venv-unit --other-venvs "$@" | while read -r venv; do
+  [ -x "$venv/bin/python" ] || { echo "no environment at $venv: make it with scripts/setup.sh" >&2; exit 2; }
   "$venv/bin/python" -m pip install -q -r requirements/mutmut.txt  # mutmut alone: the rest is that venv's own
 done
 "$PY" scripts/mutation.py --ci --venv .venv-unit "$@"
