@@ -53,11 +53,10 @@ class RayMetrics:
     def __init__(self) -> None:
         from ray.util.metrics import Counter, Gauge, Histogram
 
+        kinds = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
         for s in WORKER_SERIES:
-            if s.kind == "histogram":
-                metric: Any = Histogram(s.name, description=s.doc, tag_keys=s.labels, boundaries=list(s.buckets))
-            else:
-                metric = (Gauge if s.kind == "gauge" else Counter)(s.name, description=s.doc, tag_keys=s.labels)
+            extra = {"boundaries": list(s.buckets)} if s.kind == "histogram" else {}
+            metric = kinds[s.kind](s.name, description=s.doc, tag_keys=s.labels, **extra)
             setattr(self, s.attr, _Family(metric, s.labels))
 
 

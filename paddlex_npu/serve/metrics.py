@@ -39,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 
@@ -55,7 +55,7 @@ class WorkerSeries:
     """One series a worker writes (serve's worker processes and Ray Serve replicas alike)."""
 
     attr: str  # the attribute of the metrics object instrument_with writes to
-    kind: str  # "counter", "gauge" or "histogram"
+    kind: Literal["counter", "gauge", "histogram"]
     name: str
     doc: str
     labels: Tuple[str, ...]
@@ -122,14 +122,11 @@ class _Metrics:
         self.in_flight = Gauge(
             "paddlex_npu_requests_in_flight", "HTTP requests in progress", multiprocess_mode="livesum", registry=None
         )
-        for s in WORKER_SERIES:
-            if s.kind == "histogram":
-                metric: Any = Histogram(s.name, s.doc, s.labels, buckets=s.buckets, registry=None)
-            elif s.kind == "gauge":  # summed over the live worker processes
-                metric = Gauge(s.name, s.doc, s.labels, multiprocess_mode="livesum", registry=None)
-            else:
-                metric = Counter(s.name, s.doc, s.labels, registry=None)
-            setattr(self, s.attr, metric)
+        kinds = {"counter": Counter, "gauge": Gauge, "histogram": Histogram}
+        for s in WORKER_SERIES:  # gauges summed over the live worker processes
+            extra = {"buckets": s.buckets} if s.kind == "histogram" else {}
+            extra.update({"multiprocess_mode": "livesum"} if s.kind == "gauge" else {})
+            setattr(self, s.attr, kinds[s.kind](s.name, s.doc, s.labels, registry=None, **extra))
         self.url_fetches = Counter(
             "paddlex_npu_url_fetches", "URL inputs, by outcome (ok, or why refused)", ["outcome"], registry=None
         )
