@@ -30,6 +30,13 @@ def run_k8s(args: argparse.Namespace) -> int:
         print("note: --models-host-path / --mount-driver write hostPath volumes, which Pod Security baseline refuses")
     for secret in filter(None, (options.tls_secret, options.token_secret)):
         print(f"note: the pods start once the Secret {secret} exists (kubectl get secret {secret})")
+    if options.token_secret:
+        print(
+            "note: with tokens, /metrics answers 401 to a scrape without one: give the Prometheus job a token "
+            "(authorization: credentials_file), else the prometheus.io/scrape annotation"
+            + (" and --hpa-metric in-flight see" if options.hpa_metric == "in-flight" else " sees")
+            + " no series (docs/kubernetes.md)"
+        )
     print(
         f"checked against the Kubernetes {checked} schemas"
         if checked

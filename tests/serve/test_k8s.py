@@ -410,6 +410,7 @@ def test_serve_runs_with_the_generated_args_and_answers_its_probes_over_https(pi
     )
     assert out.returncode == 0, out.stderr
     assert "note: the pods start once the Secret ocr-tls exists" in out.stdout
+    assert "note: with tokens, /metrics answers 401 to a scrape without one" in out.stdout
     objects = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "m").iterdir())]
     k8s.validate(objects)
     (c,) = _pod(objects)["spec"]["containers"]
