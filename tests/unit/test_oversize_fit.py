@@ -135,3 +135,13 @@ def test_dymshape_fit_shrinks_into_the_ranges_and_maps_back():
         run_in_ranges(RANGES, [x], DET, infer, oversize="error")
     with pytest.raises(InputShapeError, match=r"of shape \[8, 3, 48, 4000\] is outside.*does not bring it inside"):
         run_in_ranges(REC_RANGES, [np.zeros((8, 3, 48, 4000), np.float32)], REC, infer, oversize="fit")
+
+
+def test_a_map_mapped_back_below_one_pixel_keeps_one():
+    """A fitted map mapped back to a real size under one pixel keeps one row, never none and never two."""
+    from paddlex_npu.run.gears import _map_back
+
+    (out,) = _map_back([np.ones((1, 1, 1, 4), np.float32)], [1, 3, 1, 4], [1, 3, 3, 4], DET)
+    assert out.shape == (1, 1, 1, 4)
+    (out,) = _map_back([np.ones((1, 1, 2, 4), np.float32)], [1, 3, 4, 4], [1, 3, 2, 4], DET)
+    assert out.shape == (1, 1, 4, 4)  # and up by the same rule
