@@ -42,6 +42,16 @@ _FUNCTIONS = {
 _OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.USub, ast.UAdd)
 
 
+def is_expression(text: str) -> bool:
+    """Whether ``text`` is an output dim expression :func:`_checked` accepts (a solver's answer is read only then:
+    text from a model file is never evaluated otherwise)."""
+    try:
+        _checked(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _checked(text: str) -> ast.Expression:
     """The expression's syntax tree, refused unless it is arithmetic on integers, input dims and the
     functions sympy writes (it may come from a manifest on disk, so nothing else is evaluated)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ..deps import require
-from ..om.output_shapes import Dim, symbol
+from ..om.output_shapes import Dim, is_expression, symbol
 
 
 def _inference_class() -> Any:
@@ -155,6 +155,10 @@ def _fold_constant_concats(model: Any) -> None:
 
 
 def _parse(sympy: Any, text: str) -> Any:
+    """The solver's dim ``text`` as a sympy expression; None unless it is arithmetic on input dims and the functions
+    sympy writes (the text may come from the model file, and sympify evaluates what it is given)."""
+    if not is_expression(text):
+        return None
     try:
         return sympy.sympify(text)  # the d{k}_{j} names are read as symbols (no sympy name has that form)
     except (sympy.SympifyError, TypeError, SyntaxError):

@@ -327,3 +327,16 @@ def test_derive_file_solves_once_per_content_and_returns_copies(
     assert shape_solver.derive_file(second, ["idx", "y"]) == [[2, None], ["d0_0", 4]]
     assert shape_solver.derive_file(first, ["idx"]) == [[2, None], ["d0_0", 4]]
     assert calls == [(), ("y", "idx"), ("idx",)]
+
+
+def test_a_dim_text_is_evaluated_only_when_it_is_an_expression_of_input_dims():
+    """sympify evaluates its text: a dim the model file names with code is refused, never run."""
+    import sys
+
+    import sympy
+
+    d2, d3 = sympy.symbols("d0_2 d0_3")
+    assert shape_solver._parse(sympy, "ceiling(d0_3/4) + Max(d0_2, 2)") == sympy.ceiling(d3 / 4) + sympy.Max(d2, 2)
+    for text in ("__import__('sys').modules.setdefault('pwned_by_a_dim', sys)", "d0_3.__class__", "lambda: 1"):
+        assert shape_solver._parse(sympy, text) is None
+    assert "pwned_by_a_dim" not in sys.modules
