@@ -235,6 +235,7 @@ class _Process:
         self.default_contexts: Dict[int, Any] = {}  # read once per device (default_context)
         self.acl_json_path: Optional[str] = None
         self.acl_json_warned = False
+        self.unfreed: List[Any] = []  # borrowed sessions, kept from being collected (see AisSession.free_resource)
 
     def opening(self, device_id: int, acl_json_path: Optional[str]) -> bool:
         """Record a session about to open; True when it is the first on its device (the one that may borrow)."""
@@ -377,6 +378,9 @@ class AisSession:
                 "session borrowed that library's ACL context, and free_resource would destroy it (CANN forbids "
                 "destroying contexts not made by aclrtCreateContext). Its device memory is released at process exit"
             )
+            # ais_bench from Yanguan619/aclruntime df1f9a44 (2026-08) calls free_resource in InferSession.__del__:
+            # the session is kept referenced so that collecting it does not destroy the borrowed context
+            PROCESS.unfreed.append(self.raw)
             return
         if self.features["free_resource"]:
             with keep_acl_context(skip=self.context):

@@ -4,6 +4,7 @@ says, and ACL's device-fatal codes (CANN aclError list) raised as DeviceLostErro
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 
@@ -161,6 +162,7 @@ def test_the_2026_generation_frees_resets_and_sets_gears_through_its_getattr(mon
 
 
 def test_the_2026_generation_does_not_free_a_borrowed_context_on_close(monkeypatch, warnings):
+    """Neither on close nor when the wrapper is dropped: the 2026 InferSession frees itself in ``__del__``."""
     acl = FakeAcl()
     _install_2026(monkeypatch, acl)
     acl.init()  # another ACL user initialised ACL first: the session borrows the device's default context
@@ -168,6 +170,10 @@ def test_the_2026_generation_does_not_free_a_borrowed_context_on_close(monkeypat
     assert session.borrowed and session.context == "default-ctx-0"
     session.free_resource()
     assert acl.destroyed == [] and not session.raw.session.freed
+    raw = session.raw.session
+    del session
+    gc.collect()  # its InferSession.__del__ would free it (and destroy the borrowed context): it is kept instead
+    assert acl.destroyed == [] and not raw.freed
 
 
 def test_device_fatal_codes_of_the_2026_generation_raise_device_lost(monkeypatch, warnings):
