@@ -349,7 +349,8 @@ def install(monkeypatch: Any, acl: FakeAcl, session_cls: type, aclruntime: Optio
 
     interface = types.ModuleType("ais_bench.infer.interface")
     interface.InferSession = session_cls
-    interface.aclruntime = aclruntime
+    if aclruntime is not None:
+        interface.aclruntime = aclruntime
     monkeypatch.setitem(sys.modules, "acl", acl)
     monkeypatch.setitem(sys.modules, "ais_bench", types.ModuleType("ais_bench"))
     monkeypatch.setitem(sys.modules, "ais_bench.infer", types.ModuleType("ais_bench.infer"))

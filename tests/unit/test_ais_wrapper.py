@@ -90,7 +90,8 @@ def test_features_of_2026_are_read_on_the_aclruntime_class_its_getattr_forwards_
     install(monkeypatch, acl, cls, aclruntime=runtime)
     assert ais.forwarded_to(cls) is runtime.InferenceSession
     assert ais.features(cls) == all_true
-    install(monkeypatch, acl, cls)  # a module without aclruntime: nothing is reached through __getattr__
+    install(monkeypatch, acl, cls)  # a module without aclruntime (none here): nothing reached through __getattr__
+    assert not hasattr(sys.modules["ais_bench.infer.interface"], "aclruntime")
     assert ais.forwarded_to(cls) is None
     assert ais.features(cls) == {**all_true, "set_context": False, "free_resource": False}
     # a class without __getattr__ has only its own methods, whatever its module's aclruntime has
