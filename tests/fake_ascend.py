@@ -92,11 +92,14 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
         ais_init: Optional[int] = None  # aclInit's return in ais_bench's InitDevices (None: not called yet)
         fail_with: Optional[int] = None  # an ACL code the next infer fails with
 
-        def __init__(self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False) -> None:
-            # interface.py InferSession.__init__ keeps device_id and model_path (and, from 2024, acl_json_path and
-            # debug) as attributes
-            self.device_id, self.model_path = device_id, model_path
-            self.acl_json_path, self.debug = acl_json_path, debug
+        def __init__(
+            self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False, loop: int = 1
+        ) -> None:
+            # interface.py InferSession.__init__ keeps device_id, model_path and loop as attributes (2023-01,
+            # 5e564044), and from 2024-02 (3ffe8a42) also acl_json_path and debug
+            self.device_id, self.model_path, self.loop = device_id, model_path, loop
+            if new_api:
+                self.acl_json_path, self.debug = acl_json_path, debug
             self.calls: List[tuple] = []
             self.infer_kwargs: dict = {}  # the keyword arguments of the last infer
             self.freed = False
@@ -153,12 +156,201 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
     return FakeInferSession
 
 
-def install(monkeypatch: Any, acl: FakeAcl, session_cls: type) -> None:
-    """Put the fakes where ``import acl`` and ``from ais_bench.infer.interface import InferSession`` find them."""
+def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType:
+    """``aclruntime`` of 2026-08 (Yanguan619/aclruntime df1f9a44, ``PyInferenceSession.cpp`` RegistInferenceSession):
+    ``InferenceSession(model_path, device_id, options)`` with the methods the 2026 ``InferSession`` reaches, directly
+    or through its ``__getattr__``; ``session_options``. ``free_resource`` (FreeResource) destroys the session's
+    context; a second call finds nothing left to free (``Destroy`` is guarded by ``InitFlag_``)."""
+    module = types.ModuleType("aclruntime")
+
+    class session_options:  # noqa: N801 - pybind's name
+        def __init__(self) -> None:
+            self.acl_json_path, self.log_level, self.loop = "", 2, 1
+
+    class InferenceSession:
+        devices: set = set()
+        ais_init: Optional[int] = None
+        fail_with: Optional[int] = None  # an ACL code the next run fails with
+
+        def __init__(self, model_path: str, device_id: int, opts: session_options) -> None:
+            self.model_path, self.device_id, self.opts = model_path, device_id, opts
+            self.calls: List[tuple] = []
+            self.freed = False
+            self.exec_time_list: List[float] = []
+            self.context = _create_context(acl, InferenceSession, device_id, borrows)
+
+        def get_inputs(self):
+            return [types.SimpleNamespace(name="x", shape=[-1, 3, -1, -1], datatype=0, size=0, realsize=0)]
+
+        def get_outputs(self):
+            return [types.SimpleNamespace(name="y", shape=[-1, 3, -1, -1], datatype=0, size=0, realsize=0)]
+
+        def options(self) -> session_options:
+            return self.opts
+
+        def run(self, out_names: List[str], inputs: list) -> list:
+            acl.current = self.context
+            self.calls.append(("run", list(out_names)))
+            if InferenceSession.fail_with is not None:
+                raise RuntimeError(f"[{InferenceSession.fail_with}][Error code unknown] ")
+            self.exec_time_list.append(1.0)
+            return list(inputs)
+
+        def summary(self) -> Any:
+            return types.SimpleNamespace(exec_time_list=list(self.exec_time_list))
+
+        def reset_summaryinfo(self) -> None:
+            self.exec_time_list.clear()
+
+        def set_context(self) -> None:
+            acl.current = self.context
+            self.calls.append(("set_context",))
+
+        def set_staticbatch(self) -> None:
+            self.calls.append(("set_staticbatch",))
+
+        def set_dynamic_batchsize(self, b: int) -> None:
+            self.calls.append(("set_dynamic_batchsize", b))
+
+        def set_dynamic_hw(self, h: int, w: int) -> None:
+            self.calls.append(("set_dynamic_hw", h, w))
+
+        def set_dynamic_shape(self, dims: str) -> None:
+            self.calls.append(("set_dynamic_shape", dims))
+
+        def set_custom_outsize(self, custom_sizes: Any) -> None:
+            self.calls.append(("set_custom_outsize", custom_sizes))
+
+        def free_resource(self) -> int:
+            acl.current = self.context  # FreeResource: SetContext, Destroy, DestroyContext
+            if not self.freed:
+                acl.destroyed.append(self.context)
+                self.freed = True
+            return 0
+
+    module.session_options = session_options
+    module.InferenceSession = InferenceSession
+    return module
+
+
+def session_class_2026(aclruntime: types.ModuleType) -> type:
+    """``InferSession`` of interface.py at Yanguan619/aclruntime df1f9a44 (2026-08-12): no ``free_resource`` nor
+    ``set_context`` of its own, a ``__getattr__`` that forwards every unknown name to ``self.session`` (the
+    ``aclruntime.InferenceSession``), ``__del__`` freeing the session's resources when collected. Its module is
+    ``ais_bench.infer.interface`` (:func:`install` puts ``aclruntime`` there, as upstream's ``import aclruntime``).
+    Argument checks, zero copy, pipelines and iterations are left out: nothing here reaches them."""
+
+    class InferSession:
+        def __init__(
+            self,
+            device_id: int,
+            model_path: str,
+            acl_json_path: Any = None,
+            debug: bool = False,
+            loop: int = 1,
+            weight_dir: Any = None,
+            options: Any = None,
+        ) -> None:
+            self.device_id = device_id
+            self.model_path = model_path
+            self.loop = loop
+            self.options = options if options is not None else aclruntime.session_options()
+            self.acl_json_path = acl_json_path
+            self.debug = debug
+            self.weight_dir = weight_dir
+            if acl_json_path is not None:
+                self.options.acl_json_path = self.acl_json_path
+            self.options.log_level = 1 if self.debug else 2
+            self.options.loop = self.loop
+            self.session = aclruntime.InferenceSession(self.model_path, self.device_id, self.options)
+            self.outputs_names = [meta.name for meta in self.session.get_outputs()]
+            self.infer_mode_switch = {
+                "static": self._static_prepare,
+                "dymbatch": self._dymbatch_prepare,
+                "dymhw": self._dymhw_prepare,
+                "dymshape": self._dymshape_prepare,
+            }
+
+        def __exit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> bool:
+            if hasattr(self.session, "free_resource"):
+                self.session.free_resource()
+            self.session = None
+            return False
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.session, name)
+
+        def get_inputs(self):
+            return self.session.get_inputs()
+
+        def get_outputs(self):
+            return self.session.get_outputs()
+
+        def reset_summaryinfo(self) -> None:
+            self.session.reset_summaryinfo()
+
+        def infer(self, feeds, mode="static", custom_sizes=100000, out_array=True, iteration_times=1, in_out_list=None):
+            shapes = [list(f.shape) for f in feeds]
+            if self.infer_mode_switch.get(mode) is not None:
+                self.infer_mode_switch.get(mode)(shapes, custom_sizes)
+            out_names = [out_desc.name for out_desc in self.get_outputs()]
+            return self.session.run(out_names, feeds)
+
+        def __del__(self) -> None:
+            try:
+                if hasattr(self, "session") and self.session is not None:
+                    func = getattr(self.session, "free_resource", None)
+                    if func is not None:
+                        func()
+                    self.session = None
+            except Exception:  # noqa: BLE001 - as upstream: never raise from __del__
+                pass
+
+        def infer_pipeline(self, feeds_list, mode="static", custom_sizes=100000): ...
+
+        def summary(self):
+            return self.session.summary()
+
+        def _static_prepare(self, shapes, custom_sizes):
+            self.set_staticbatch()
+
+        def _dymbatch_prepare(self, shapes, custom_sizes):
+            indesc = self.get_inputs()
+            for i, shape in enumerate(shapes):
+                for j, dim in enumerate(shape):
+                    if indesc[i].shape[j] < 0:
+                        self.set_dynamic_batchsize(dim)
+                        return
+            raise RuntimeError("not a dymbatch model!")
+
+        def _dymhw_prepare(self, shapes, custom_sizes):
+            indesc = self.get_inputs()
+            for i, shape in enumerate(shapes):
+                if indesc[i].shape[2] < 0 and indesc[i].shape[3] < 0:
+                    self.set_dynamic_hw(shape[2], shape[3])
+                    return
+            raise RuntimeError("not a dymhw model!")
+
+        def _dymshape_prepare(self, shapes, custom_sizes):
+            dims = ";".join(f"{d.name}:{','.join(map(str, s))}" for d, s in zip(self.get_inputs(), shapes))
+            self.session.set_dynamic_shape(dims)
+            if isinstance(custom_sizes, int):
+                custom_sizes = [custom_sizes] * len(self.get_outputs())
+            self.session.set_custom_outsize(custom_sizes)
+
+    InferSession.__module__ = "ais_bench.infer.interface"
+    return InferSession
+
+
+def install(monkeypatch: Any, acl: FakeAcl, session_cls: type, aclruntime: Optional[types.ModuleType] = None) -> None:
+    """Put the fakes where ``import acl`` and ``from ais_bench.infer.interface import InferSession`` find them;
+    ``aclruntime``: the module interface.py imported (read through ``interface.aclruntime``)."""
     import sys
 
     interface = types.ModuleType("ais_bench.infer.interface")
     interface.InferSession = session_cls
+    if aclruntime is not None:
+        interface.aclruntime = aclruntime
     monkeypatch.setitem(sys.modules, "acl", acl)
     monkeypatch.setitem(sys.modules, "ais_bench", types.ModuleType("ais_bench"))
     monkeypatch.setitem(sys.modules, "ais_bench.infer", types.ModuleType("ais_bench.infer"))

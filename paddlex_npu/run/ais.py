@@ -103,16 +103,25 @@ def reset_memory_summary() -> None:
         reset()
 
 
+def forwarded_to(session_cls: type) -> Any:
+    """What ``InferSession.__getattr__`` forwards unknown names to, or None (a class without one). From Yanguan619/
+    aclruntime 3eab4a91 (2026-06) interface.py's ``__getattr__`` returns ``getattr(self.session, name)``,
+    ``self.session`` an ``aclruntime.InferenceSession`` (pybind): ``set_context`` (since then) and ``free_resource``
+    (since df1f9a44, 2026-08) exist only there, so they are looked up on that class, from the ``aclruntime`` that
+    the class's module imported."""
+    if not hasattr(session_cls, "__getattr__"):
+        return None
+    module = sys.modules.get(session_cls.__module__)
+    return getattr(getattr(module, "aclruntime", None), "InferenceSession", None)
+
+
 def features(session_cls: type) -> Dict[str, bool]:
-    """Which API generation the installed ais_bench has."""
+    """Which API generation the installed ais_bench has: its methods, or those its ``__getattr__`` reaches."""
     infer_params = inspect.signature(session_cls.infer).parameters
-    return {
-        "out_array": "out_array" in infer_params,
-        "set_context": hasattr(session_cls, "set_context"),
-        "free_resource": hasattr(session_cls, "free_resource"),
-        "summary": hasattr(session_cls, "summary"),
-        "infer_pipeline": hasattr(session_cls, "infer_pipeline"),
-    }
+    forwarded = forwarded_to(session_cls)
+    names = ("set_context", "free_resource", "summary", "infer_pipeline")
+    found = {name: hasattr(session_cls, name) or hasattr(forwarded, name) for name in names}
+    return {"out_array": "out_array" in infer_params, **found}
 
 
 def _acl() -> Any:
@@ -226,6 +235,7 @@ class _Process:
         self.default_contexts: Dict[int, Any] = {}  # read once per device (default_context)
         self.acl_json_path: Optional[str] = None
         self.acl_json_warned = False
+        self.unfreed: List[Any] = []  # borrowed sessions, kept from being collected (see AisSession.free_resource)
 
     def opening(self, device_id: int, acl_json_path: Optional[str]) -> bool:
         """Record a session about to open; True when it is the first on its device (the one that may borrow)."""
@@ -368,6 +378,9 @@ class AisSession:
                 "session borrowed that library's ACL context, and free_resource would destroy it (CANN forbids "
                 "destroying contexts not made by aclrtCreateContext). Its device memory is released at process exit"
             )
+            # ais_bench from Yanguan619/aclruntime df1f9a44 (2026-08) calls free_resource in InferSession.__del__:
+            # the session is kept referenced so that collecting it does not destroy the borrowed context
+            PROCESS.unfreed.append(self.raw)
             return
         if self.features["free_resource"]:
             with keep_acl_context(skip=self.context):

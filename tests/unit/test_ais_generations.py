@@ -4,6 +4,7 @@ says, and ACL's device-fatal codes (CANN aclError list) raised as DeviceLostErro
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 
@@ -12,7 +13,7 @@ import pytest
 
 from paddlex_npu.errors import DeviceLostError, NpuDeviceUnavailableError
 from paddlex_npu.run import ais
-from tests.fake_ascend import FakeAcl, install, session_class
+from tests.fake_ascend import FakeAcl, aclruntime_module, install, session_class, session_class_2026
 
 X = [np.zeros((1, 3, 8, 8), np.float32)]
 
@@ -114,6 +115,74 @@ def test_the_older_generation_opens_and_frees_when_it_initialises_acl_itself(mon
     assert not session.borrowed
     session.free_resource()
     assert acl.destroyed == ["ais-ctx-0"]
+
+
+def _install_2026(monkeypatch, acl):
+    """interface.py and aclruntime of Yanguan619/aclruntime df1f9a44 (2026-08-12)."""
+    runtime = aclruntime_module(acl)
+    install(monkeypatch, acl, session_class_2026(runtime), aclruntime=runtime)
+    return runtime
+
+
+def test_the_2026_generation_frees_resets_and_sets_gears_through_its_getattr(monkeypatch, warnings):
+    """Its InferSession forwards free_resource (and the gear setters its infer calls) to the aclruntime session:
+    the wrapper still frees it, inside the context guard, and lets its infer set the gears."""
+    acl = FakeAcl()
+    _install_2026(monkeypatch, acl)
+    session = ais.open_session("m.om", 0, acl_json_path="acl.json", debug=True)
+    raw = session.raw
+    assert (raw.options.acl_json_path, raw.options.log_level, raw.options.loop) == ("acl.json", 1, 1)
+    assert session.features == {
+        "out_array": True,
+        "set_context": True,
+        "free_resource": True,
+        "summary": True,
+        "infer_pipeline": True,
+        "gear_modes": True,
+    }
+    assert not session.borrowed and session.context == "ais-ctx-0"
+    session.infer([np.zeros((2, 3, 8, 8), np.float32)], mode="dymbatch")
+    session.infer(X, mode="dymhw")
+    session.infer(X, mode="dymshape", custom_sizes=[64])
+    assert raw.session.calls == [
+        ("set_dynamic_batchsize", 2),
+        ("run", ["y"]),
+        ("set_dynamic_hw", 8, 8),
+        ("run", ["y"]),
+        ("set_dynamic_shape", "x:1,3,8,8"),
+        ("set_custom_outsize", [64]),
+        ("run", ["y"]),
+    ]
+    assert raw.session.exec_time_list == [1.0, 1.0, 1.0]
+    session.reset_summaryinfo()
+    assert raw.session.exec_time_list == []
+    acl.current = "user-ctx"  # the thread's own context, made current again after the free
+    session.free_resource()
+    assert raw.session.freed and acl.destroyed == ["ais-ctx-0"] and acl.current == "user-ctx"
+
+
+def test_the_2026_generation_does_not_free_a_borrowed_context_on_close(monkeypatch, warnings):
+    """Neither on close nor when the wrapper is dropped: the 2026 InferSession frees itself in ``__del__``."""
+    acl = FakeAcl()
+    _install_2026(monkeypatch, acl)
+    acl.init()  # another ACL user initialised ACL first: the session borrows the device's default context
+    session = ais.open_session("m.om", 0)
+    assert session.borrowed and session.context == "default-ctx-0"
+    session.free_resource()
+    assert acl.destroyed == [] and not session.raw.session.freed
+    raw = session.raw.session
+    del session
+    gc.collect()  # its InferSession.__del__ would free it (and destroy the borrowed context): it is kept instead
+    assert acl.destroyed == [] and not raw.freed
+
+
+def test_device_fatal_codes_of_the_2026_generation_raise_device_lost(monkeypatch, warnings):
+    acl = FakeAcl()
+    runtime = _install_2026(monkeypatch, acl)
+    session = ais.open_session("m.om", 0)
+    runtime.InferenceSession.fail_with = 507015
+    with pytest.raises(DeviceLostError, match="507015"):
+        session.infer(X)
 
 
 @pytest.mark.parametrize("code, name", [(507015, "ACL_ERROR_RT_AICORE_EXCEPTION"), (507899, "DRV_INTERNAL_ERROR")])

@@ -1,6 +1,6 @@
 """run/ais.py's wrapper of ais_bench's ``InferSession`` (no NPU here): what it detects of each upstream API
-generation (``interface.py`` of Ascend tools, read in Yanguan619/aclruntime: 2023-01, 2024-02, 2024-05 on), what it
-passes through, how it loads the class, and what its errors say."""
+generation (``interface.py`` of Ascend tools, read in Yanguan619/aclruntime: 2023-01, 2024-02, 2024-05, 2026-08),
+what it passes through, how it loads the class, and what its errors say."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from paddlex_npu.errors import DeviceLostError, NpuDeviceUnavailableError, RuntimeUnavailableError
 from paddlex_npu.run import ais
 from paddlex_npu.run.device_ids import device_hint
-from tests.fake_ascend import FakeAcl, install, session_class
+from tests.fake_ascend import FakeAcl, aclruntime_module, install, session_class, session_class_2026
 
 X = [np.zeros((1, 3, 8, 8), np.float32)]
 
@@ -75,6 +75,40 @@ def test_features_tell_the_generations_apart() -> None:
     assert ais.features(May2024Surface) == dict.fromkeys(
         ("out_array", "set_context", "free_resource", "summary", "infer_pipeline"), True
     )
+
+
+def test_features_of_2026_are_read_on_the_aclruntime_class_its_getattr_forwards_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """interface.py of 2026-08 (df1f9a44) has no ``free_resource``/``set_context`` of its own: its ``__getattr__``
+    reaches them on ``self.session``, an ``aclruntime.InferenceSession`` of the ``aclruntime`` it imported."""
+    acl = FakeAcl()
+    runtime = aclruntime_module(acl)
+    cls = session_class_2026(runtime)
+    assert not hasattr(cls, "free_resource") and not hasattr(cls, "set_context")
+    all_true = dict.fromkeys(("out_array", "set_context", "free_resource", "summary", "infer_pipeline"), True)
+    install(monkeypatch, acl, cls, aclruntime=runtime)
+    assert ais.forwarded_to(cls) is runtime.InferenceSession
+    assert ais.features(cls) == all_true
+    install(monkeypatch, acl, cls)  # a module without aclruntime (none here): nothing reached through __getattr__
+    assert not hasattr(sys.modules["ais_bench.infer.interface"], "aclruntime")
+    assert ais.forwarded_to(cls) is None
+    assert ais.features(cls) == {**all_true, "set_context": False, "free_resource": False}
+    # a class without __getattr__ has only its own methods, whatever its module's aclruntime has
+    monkeypatch.setattr(Feb2024Surface, "__module__", "ais_bench.infer.interface")
+    install(monkeypatch, acl, Feb2024Surface, aclruntime=runtime)
+    assert ais.forwarded_to(Feb2024Surface) is None
+    assert ais.features(Feb2024Surface)["set_context"] is False
+
+
+def test_the_2023_session_keeps_only_what_upstream_keeps() -> None:
+    """interface.py of 2023-01 keeps device_id, model_path and loop; acl_json_path and debug from 2024-02 on."""
+    acl = FakeAcl()
+    old = session_class(acl, new_api=False)(0, "m.om", "acl.json", True)
+    assert (old.device_id, old.model_path, old.loop) == (0, "m.om", 1)
+    assert not hasattr(old, "acl_json_path") and not hasattr(old, "debug")
+    new = session_class(acl)(0, "m.om", "acl.json", True, 2)
+    assert (new.acl_json_path, new.debug, new.loop) == ("acl.json", True, 2)
 
 
 def test_gear_modes_are_read_from_the_switch_table_else_from_infers_source() -> None:
