@@ -20,7 +20,27 @@ from tests.helpers import CHINESE, ENGLISH, PAGE  # noqa: E402
 def asset_root() -> Path:
     from paddlex_npu.samples import assets
 
-    return assets.build_model_folders()
+    root = assets.build_model_folders()
+    _remember_shipped_dims(root)
+    return root
+
+
+def _remember_shipped_dims(root: Path) -> None:
+    """Give the shape solver's per-process memory (``shape_solver.derive_file``, which ``convert`` calls) the
+    output dims shipped for the sample models' ONNX files (``assets.SOLVED_DIMS``), so the tests that convert
+    those models do not solve them again (tens of seconds each: the detection models' Resize). That the shipped
+    entries are what the solver derives is checked once, by tests/paddlex/test_solved_dims.py; ONNX files that
+    ``convert`` rewrites (a reduced recogniser) have other digests and are still solved."""
+    from paddlex_npu.om.graph import data_dependent_outputs
+    from paddlex_npu.om.manifest import sha256
+    from paddlex_npu.run import shape_solver
+    from paddlex_npu.samples import assets
+
+    for onnx_path in (root / "om").glob("*/inference.onnx"):
+        digest = sha256(onnx_path)
+        if digest in assets.SOLVED_DIMS:
+            key = f"{digest}:{','.join(sorted(data_dependent_outputs(onnx_path)))}"
+            shape_solver._SOLVED.setdefault(key, assets.SOLVED_DIMS[digest])
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -147,17 +148,22 @@ def server(pipeline_yaml, tmp):
 
 
 def test_a_killed_worker_is_replaced_and_no_request_goes_unanswered(server, images):
-    """kill -9 one worker while 2 clients keep sending: every request is answered (200, or 503 for the one in
-    flight if its retry failed too), /ready turns 503 while the replacement loads, /health stays 200, and
-    service recovers: the new worker answers."""
+    """kill -9 one worker while 2 clients keep sending, until the replacement is ready and each client has had an
+    answer after that: every request is answered (200, or 503 for the one in flight if its retry failed too),
+    /ready turns 503 while the replacement loads, /health stays 200, and service recovers: the new worker
+    answers."""
     body = _ocr_body(images["page"])
     victim = _workers(server)[0]
     answers: List[int] = []
-    stop_at = time.monotonic() + 30
+    back = threading.Event()  # /ready is 200 again after the kill
+    stop_at = time.monotonic() + BOUND_S
 
     def client(k: int) -> None:
-        while time.monotonic() < stop_at and len(answers) < 40:
+        after = 0  # answers once the replacement is ready
+        while time.monotonic() < stop_at and after < 1:
+            ready = back.is_set()
             answers.append(_post(server, body)[0])
+            after += ready
 
     with ThreadPoolExecutor(2) as pool:
         jobs = [pool.submit(client, k) for k in range(2)]
@@ -165,12 +171,14 @@ def test_a_killed_worker_is_replaced_and_no_request_goes_unanswered(server, imag
         os.kill(victim, signal.SIGKILL)
         saw_not_ready = _until(lambda: _get(server, "/ready")[0] == 503, 10, 0.05)
         assert _get(server, "/health")[0] == 200
+        recovered = _until(lambda: _get(server, "/ready")[0] == 200, BOUND_S, 0.1)
+        back.set()
         for j in jobs:
             j.result(BOUND_S)
     assert saw_not_ready
+    assert recovered, server["log"].read_text()[-2000:]
     assert answers and set(answers) <= {200, 503}, answers
     assert answers.count(200) >= len(answers) - 1, answers
-    assert _until(lambda: _get(server, "/ready")[0] == 200, BOUND_S, 0.5), server["log"].read_text()[-2000:]
     assert victim not in _workers(server) and len(_workers(server)) == 2
     for _ in range(3):  # both workers answer, the new one included
         assert _post(server, body)[0] == 200
