@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import List
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 import pytest
@@ -47,6 +47,21 @@ def _package(asset_root: Path, dest: Path, model: str, mode: str, **options) -> 
     return dest / model
 
 
+@pytest.fixture(scope="module")
+def dymshape(asset_root, tmp_path_factory) -> Callable[[str, bool], Path]:
+    """``dymshape(model, reduce)``: the model's dymshape package, converted once for the module (two tests read
+    the same ones)."""
+    made: Dict[Tuple[str, bool], Path] = {}
+
+    def package(model: str, reduce: bool = True) -> Path:
+        if (model, reduce) not in made:
+            dest = tmp_path_factory.mktemp(f"{model}-{'on' if reduce else 'off'}")
+            made[model, reduce] = _package(asset_root, dest, model, "dymshape", reduce=reduce)
+        return made[model, reduce]
+
+    return package
+
+
 def _read(model: str, folder: Path, lines: List[str], **kwargs) -> List[tuple]:
     from paddlex import create_model
 
@@ -76,9 +91,8 @@ def _paddlex_own(model: str, asset_root: Path, lines: List[str]) -> List[tuple]:
 
 
 @pytest.mark.parametrize("model", RECS)
-def test_reduced_packages_read_exactly_as_paddlex(model, asset_root, lines, tmp_path):
-    reduced = _package(asset_root, tmp_path / "on", model, "dymshape")
-    full = _package(asset_root, tmp_path / "off", model, "dymshape", reduce=False)
+def test_reduced_packages_read_exactly_as_paddlex(model, asset_root, lines, dymshape):
+    reduced, full = dymshape(model), dymshape(model, reduce=False)
     man = mf.load(reduced / mf.MANIFEST_NAME)
     assert man.outputs == list(mf.CTC_OUTPUTS) and man.reduction is not None and man.reduction.classes > 6000
     assert mf.load(full / mf.MANIFEST_NAME).reduction is None
@@ -125,10 +139,13 @@ def _runner(folder: Path) -> OMRunner:
 
 @pytest.mark.parametrize("model", [assets.REC, RECS[-1]])
 @pytest.mark.parametrize("mode", ["dymshape", pytest.param("gears", marks=pytest.mark.slow)])
-def test_reduced_outputs_are_argmax_and_max_at_every_width(model, mode, asset_root, tmp_path):
-    gears = {"gears": "1,320;2,1600;2,3200"} if mode == "gears" else {}
-    on = _runner(_package(asset_root, tmp_path / "on", model, mode, **gears))
-    off = _runner(_package(asset_root, tmp_path / "off", model, mode, reduce=False, **gears))
+def test_reduced_outputs_are_argmax_and_max_at_every_width(model, mode, asset_root, tmp_path, dymshape):
+    if mode == "dymshape":
+        on, off = _runner(dymshape(model)), _runner(dymshape(model, reduce=False))
+    else:
+        gears = {"gears": "1,320;2,1600;2,3200"}
+        on = _runner(_package(asset_root, tmp_path / "on", model, mode, **gears))
+        off = _runner(_package(asset_root, tmp_path / "off", model, mode, reduce=False, **gears))
     rng = np.random.default_rng(35)
     try:
         for k, width in enumerate(w for w in WIDTHS if mode == "gears" or w >= 32):
