@@ -393,13 +393,13 @@ def _package_args(p) -> None:
     p.add_argument(
         "--rec",
         choices=(REC, REC_V5),
-        help=f"the bundled pipeline's recogniser (default {REC})",
+        help=f"the bundled pipeline's recogniser (default: {REC})",
     )
     p.add_argument(
         "--no-reduce",
         action="store_true",
         help="convert the bundled recogniser as `convert --no-reduce` does: its full CTC output goes to the host "
-        "(default: reduced on the device, convert's default)",
+        "(default: reduced on the device, as convert does; figures before 2026-12-04 ran it unreduced)",
     )
 
 
