@@ -9,6 +9,15 @@ import onnx
 from onnx import TensorProto, helper
 
 
+def _save(graph, path: Path, opsets=(("", 13),)) -> Path:
+    """``graph`` as an ONNX file at ``path`` (IR 8, the given (domain, version) opsets)."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
 def two_input_model(path: Path) -> Path:
     """Inputs in model order ``x`` (float32 [N,3,H,W] dynamic) then ``a`` (int32 [N,2]);
     outputs ``x_out`` = x * 2 (same shape), ``a_out`` = a (int32)."""
@@ -24,11 +33,7 @@ def two_input_model(path: Path) -> Path:
         [xo, ao],
         initializer=[two],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return _save(graph, path)
 
 
 def static_model(path: Path) -> Path:
@@ -37,19 +42,7 @@ def static_model(path: Path) -> Path:
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
     one = helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])
     graph = helper.make_graph([helper.make_node("Add", ["x", "one"], ["y"])], "static", [x], [y], initializer=[one])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
-
-
-def _save(graph, path: Path) -> Path:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return _save(graph, path)
 
 
 def image_model(path: Path) -> Path:
@@ -89,13 +82,7 @@ def add_model(path: Path) -> Path:
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("input1", "input2")]
     output = helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)
     node = helper.make_node("Add", ["input1", "input2"], ["output"], name="add1")
-    model = helper.make_model(
-        helper.make_graph([node], "test-add-model", inputs, [output]), opset_imports=[helper.make_opsetid("", 11)]
-    )
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return _save(helper.make_graph([node], "test-add-model", inputs, [output]), path, (("", 11),))
 
 
 def tiny_package(folder: Path, model: Callable[[Path], Path] = two_input_model, name: str = "test") -> Path:
@@ -150,13 +137,7 @@ def contrib_model(path: Path) -> Path:
         helper.make_node("Unsqueeze", ["nz", "axes"], ["idx"]),
     ]
     graph = helper.make_graph(nodes, "contrib", [x], [y, idx], [axes])
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]
-    )
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return _save(graph, path, (("", 13), ("com.microsoft", 1)))
 
 
 def gelu_model(path: Path) -> Path:
@@ -165,13 +146,7 @@ def gelu_model(path: Path) -> Path:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
     graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")], "gelu", [x], [y])
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)]
-    )
-    model.ir_version = 8
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
-    return path
+    return _save(graph, path, (("", 13), ("com.microsoft", 1)))
 
 
 def gray_model(path: Path) -> Path:
