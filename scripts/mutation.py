@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
+from paddlex_npu.cli.common import positive_int
+
 try:
     import tomllib
 except ImportError:  # Python < 3.11: mutmut 3 installs toml
@@ -383,17 +385,6 @@ def survivors(module: str) -> None:
         subprocess.run([*mutmut(venv_of(module)), "show", name], cwd=work, check=False)
 
 
-def at_least_one(text: str) -> int:
-    """argparse type: a whole number >= 1 (0 would mutate nothing and pass: the gate off without a word)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is below 1")
-    return value
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     global VENV
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -403,7 +394,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--budget", type=float, default=210.0, help="--ci: seconds for the whole run (default 210)")
     p.add_argument(
         "--max-functions",
-        type=at_least_one,
+        type=positive_int,  # 0 would mutate nothing and pass: the gate off without a word
         default=12,
         help="--ci: mutate at most this many touched functions (default 12)",
     )
