@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Union,
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictInt, ValidationError, field_validator
 
 from .errors import ConfigError
+from .runtimes import RuntimeName
 
 MAX_CUSTOM_SIZE = 16 * 1024**3
 
@@ -31,7 +32,7 @@ class OMBackendConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    runtime: Optional[Literal["ais_bench", "reference", "simulated"]] = Field(
+    runtime: Optional[RuntimeName] = Field(
         None, description="session runtime; default: $PADDLEX_NPU_RUNTIME, else ais_bench"
     )
     simulation: Optional[SimulationConfig] = Field(None, description="the simulated device's cost model and files")

@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
+from .. import runtimes
 from ..ray.connect import DEFAULT_CONNECT_TIMEOUT
 from .common import Command, add_commands, fail, positive_int
 
-RUNTIMES = ("ais_bench", "reference", "simulated")
+RUNTIMES = runtimes.NAMES
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import List
 
-from .. import envs
+from .. import envs, runtimes
 from .common import Command, add_commands, fail, positive_int, positive_ints, positive_seconds, seconds_or_zero
 
 
@@ -404,7 +404,7 @@ def _package_args(p) -> None:
 
 
 def _runtime_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runtime", default="simulated", choices=("simulated", "reference", "ais_bench"))
+    p.add_argument("--runtime", default="simulated", choices=runtimes.NAMES)
 
 
 def _serving_options(group) -> None:

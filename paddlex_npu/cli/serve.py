@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, Optional, Tuple
 
+from .. import runtimes
 from .common import Command, add_commands, fail, positive_int, positive_number, seconds_or_zero
 
 
@@ -117,7 +118,7 @@ def serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="npu:0", help="npu:0 or npu:0,1")
     p.add_argument(
         "--runtime",
-        choices=("ais_bench", "reference", "simulated"),
+        choices=runtimes.NAMES,
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
         "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
     )

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from .. import runtimes
 from ..errors import ModelFileError
 from ..log import logger
 from .manifest import MANIFEST_NAME
 from .paths import check_model_path
 
 MODEL_FILE_PREFIX = "inference"
-# Runtimes that run the ONNX the OM was built from (the CPU reference, and the simulated device over it).
-ONNX_RUNTIMES = ("reference", "simulated")
+ONNX_RUNTIMES = runtimes.ONNX_NAMES  # they run the ONNX the OM was built from
 
 
 @dataclass(frozen=True)

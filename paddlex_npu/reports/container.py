@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import List, Mapping, Optional
 
 from .. import envs
-from .doctor import FAIL, OK, WARN, Check
+from .checks import FAIL, OK, WARN, Check
 
 SHARED_DEVICES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 # (path, what needs it); a missing one is named with the mount that brings it

@@ -12,19 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from typing import Callable, List, Optional
 
-OK, FAIL, WARN = "✓", "x", "!"
-
-
-@dataclass
-class Check:
-    name: str
-    status: str
-    detail: str
-    fix: str = ""
-    required: bool = True
+from .checks import FAIL, OK, WARN, Check
 
 
 def _cann_env() -> Check:

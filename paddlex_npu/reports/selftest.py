@@ -31,12 +31,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
+from .. import runtimes
 from ..errors import AclCallError, ConfigError
 from ..run.device_ids import VISIBLE_ENV, device_hint, soc_matches
 from ..version import __version__
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
-RUNTIMES = ("ais_bench", "reference")
+RUNTIMES = runtimes.SELFTEST_NAMES
 MODELS = ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec")
 TASKS = {"PP-OCRv4_mobile_det": "TextDetPredictor", "PP-OCRv4_mobile_rec": "TextRecPredictor"}
 LAYOUT = (

@@ -19,14 +19,14 @@ from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequ
 
 import numpy as np
 
-from .. import envs
+from .. import envs, runtimes
 from ..config import SimulationConfig
 from ..errors import ConfigError
 from ..om.manifest import OMManifest
 from ..om.package import OMPackage
 
-RUNTIMES = ("ais_bench", "reference", "simulated")
-DEFAULT_RUNTIME = "ais_bench"
+RUNTIMES = runtimes.NAMES
+DEFAULT_RUNTIME = runtimes.DEFAULT
 
 
 class TensorDesc(Protocol):
@@ -108,7 +108,7 @@ def open_session(
     """Open ``package`` on ``runtime``. ``manifest`` (resolved once by the runner) tells the reference runtime
     how the OM was built; the device reads that from the OM itself. ``simulation`` and ``task`` (the PaddleX
     predictor class, which picks the default cost model) are for the simulated device."""
-    if runtime in ("reference", "simulated"):  # the CPU: ONNX Runtime on the ONNX the OM was built from
+    if runtime in runtimes.ONNX_NAMES:  # the CPU: ONNX Runtime on the ONNX the OM was built from
         from .reference import InferSession
 
         cls, extra = InferSession, {}

@@ -29,7 +29,7 @@ ORDER = [
     "ray",
     "cli",
 ]
-BASE = {"errors", "config", "log", "version", "deps", "envs", "devices"}
+BASE = {"errors", "config", "log", "version", "deps", "envs", "devices", "runtimes"}
 # Third-party packages a layer may not import (PaddleX and Paddle stay in the adapters and tools that need them).
 # PaddleOCR is built on PaddleX: only the paddlex layer touches it. serve, ray and cli reach both through the one
 # boundary module paddlex_npu/paddlex/serving.py.
