@@ -28,10 +28,11 @@ import contextvars
 import ipaddress
 import socket
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import UrlRefusedError
+from ..errors import RequestRefusedError, UrlRefusedError
 from ..paddlex import serving as paddlex_serving
 from . import metrics
 from .images import PixelLimits, check_pixels
@@ -39,7 +40,8 @@ from .images import PixelLimits, check_pixels
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # serve's default request body limit; servers pass their own
 DEFAULT_TIMEOUT = 20.0
 DEFAULT_MAX_REDIRECTS = 3
-REDIRECTS = (301, 302, 303, 307, 308)
+REDIRECTS = (HTTPStatus.MOVED_PERMANENTLY, HTTPStatus.FOUND, HTTPStatus.SEE_OTHER)  # the upstream's statuses
+REDIRECTS += (HTTPStatus.TEMPORARY_REDIRECT, HTTPStatus.PERMANENT_REDIRECT)
 OUTCOMES = ("ok", "off", "scheme", "host", "address", "redirects", "status", "too_large", "pixels", "timeout")
 OUTCOMES += ("error",)
 
@@ -223,7 +225,7 @@ async def _fetch(url: str, policy: UrlPolicy, resolve: Resolver) -> bytes:
                 if response.status_code in REDIRECTS and response.headers.get("location"):
                     url = urljoin(url, response.headers["location"])
                     continue
-                if response.status_code != 200:
+                if response.status_code != HTTPStatus.OK:
                     raise UrlRefusedError(
                         f"URL {_shown(url)!r} answered HTTP {response.status_code}, not 200: check the URL", "status"
                     )
@@ -333,10 +335,8 @@ _FETCHED: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_fetched",
 
 def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> None:
     """In a server process running PaddleX's app ``app``: a request whose ``file`` is a URL is fetched under
-    ``policy`` before PaddleX's endpoint runs (a refusal answered 422 with its reason), and PaddleX's own
-    fetchers (``get_raw_bytes``/``get_raw_bytes_async``) give those bytes, or fetch under the policy."""
-    from fastapi import HTTPException
-
+    ``policy`` before PaddleX's endpoint runs (a refusal answered by its reply row with its reason), and PaddleX's
+    own fetchers (``get_raw_bytes``/``get_raw_bytes_async``) give those bytes, or fetch under the policy."""
     too_large = paddlex_serving.serving_utils().ImageTooLargeError
 
     async def get_raw_bytes_async(file: str, session: Any = None) -> bytes:
@@ -363,8 +363,8 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
                 return await __call(*args, **values)
             try:
                 raw = await fetch(file, policy, pixels)
-            except (UrlRefusedError, too_large) as exc:
-                raise HTTPException(status_code=422, detail=str(exc)) from None
+            except too_large as exc:  # PaddleX's pixel bound (a UrlRefusedError is answered as it is)
+                raise RequestRefusedError(str(exc)) from None
             token = _FETCHED.set({file: raw})
             try:
                 return await __call(*args, **values)
