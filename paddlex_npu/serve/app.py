@@ -10,7 +10,7 @@ import contextlib
 import contextvars
 import json
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Optional, Tuple
 
 from ..errors import PaddlexNpuError, RequestRefusedError, WorkerFailureError
 from ..executor.pool import Pool
@@ -32,19 +32,14 @@ _GONE = "the client closed the connection"
 _REQUEST: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_request", default=None)
 
 
-def _capture_requests(app: Any) -> None:
-    """Wrap each PaddleX endpoint so the request model it receives is visible to :class:`WorkerPipeline`."""
-    for route in app.router.routes:
-        dependant = getattr(route, "dependant", None)
-        call = getattr(dependant, "call", None)
-        if call is None or not asyncio.iscoroutinefunction(call):
-            continue
-
-        async def endpoint(*args: Any, __call: Callable = call, **values: Any) -> Any:
-            _REQUEST.set(values.get("request"))
-            return await __call(*args, **values)
-
-        dependant.call = endpoint
+@contextlib.asynccontextmanager
+async def _capture_request(request: Any) -> AsyncIterator[None]:
+    """Around each PaddleX endpoint: its validated request, visible to :class:`WorkerPipeline`."""
+    token = _REQUEST.set(request)
+    try:
+        yield
+    finally:
+        _REQUEST.reset(token)
 
 
 class WorkerPipeline:
@@ -111,27 +106,24 @@ class _NoPipeline:
 def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: ServeOptions) -> Tuple[Any, State]:
     """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
     limits = PixelLimits(options.max_image_pixels, options.max_request_pixels)
-    pixel_guard.install(limits)
     config = dict(pipeline_config)
     config["Serving"] = dict(config.get("Serving") or {})
     app = paddlex_serving.create_pipeline_app(_NoPipeline(), config)
-    ctx = app.state.context
-    paddlex_lifespan = app.router.lifespan_context
+    paddlex_serving.check_app(app)  # at start: a PaddleX whose app the adapter cannot take is refused here
+    pixel_guard.install(limits)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any):
-        async with paddlex_lifespan(app):
-            ctx.pipeline = WorkerPipeline(pool, ctx.pipeline, ctx.config.visualize, pipeline_config)
-            yield
+    def worker_pipeline(replaced: Any, visualize_default: bool) -> WorkerPipeline:
+        return WorkerPipeline(pool, replaced, visualize_default, pipeline_config)
+
+    def on_end() -> None:
         pixel_guard.uninstall()
         fetch.uninstall()
 
-    app.router.lifespan_context = lifespan
-    _capture_requests(app)
-    fetch.install(app, options.urls, limits)
+    hooks = (_capture_request, fetch.install(options.urls, limits))
+    adapted = paddlex_serving.adapt_app(app, worker_pipeline, hooks, on_end)
     _answer_errors(app)
     state = State(pool=pool, capacity=pool.size + options.max_queue)
-    app.state.npu_serving = state
+    app.state.npu_serving, app.state.npu_adapter = state, adapted
     paths = [r.path for r in app.router.routes if hasattr(r, "path")]
     return auth.wrap(observe.ObservedApp(Guard(app, state, options.max_body_bytes), paths), options.tokens), state
 

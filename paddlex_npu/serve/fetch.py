@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import ipaddress
 import socket
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urljoin, urlsplit
 
 from ..errors import RequestRefusedError, UrlRefusedError
@@ -333,10 +334,12 @@ def policy_from_parameters(params: Dict[str, str], option: str) -> UrlPolicy:
 _FETCHED: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_fetched", default=None)
 
 
-def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> None:
-    """In a server process running PaddleX's app ``app``: a request whose ``file`` is a URL is fetched under
-    ``policy`` before PaddleX's endpoint runs (a refusal answered by its reply row with its reason), and PaddleX's
-    own fetchers (``get_raw_bytes``/``get_raw_bytes_async``) give those bytes, or fetch under the policy."""
+def install(policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> Callable[[Any], Any]:
+    """In a server process running PaddleX's app: PaddleX's own fetchers (``get_raw_bytes``/
+    ``get_raw_bytes_async``) give the bytes fetched for this request, or fetch under ``policy``. Returns the hook
+    the app's adapter runs around each endpoint (:func:`paddlex_npu.paddlex.serving.adapt_app`): a request whose
+    ``file`` is a URL is fetched under ``policy`` before PaddleX's endpoint runs (a refusal answered by its reply
+    row with its reason)."""
     too_large = paddlex_serving.serving_utils().ImageTooLargeError
 
     async def get_raw_bytes_async(file: str, session: Any = None) -> bytes:
@@ -351,27 +354,24 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
         return raw_bytes(file, policy, pixels)
 
     paddlex_serving.install_fetchers(get_raw_bytes_async, get_raw_bytes)
-    for route in app.router.routes:
-        dependant = getattr(route, "dependant", None)
-        call = getattr(dependant, "call", None)
-        if call is None or not asyncio.iscoroutinefunction(call):
-            continue
 
-        async def endpoint(*args: Any, __call: Callable[..., Awaitable[Any]] = call, **values: Any) -> Any:
-            file = getattr(values.get("request"), "file", None)
-            if not is_url(file):
-                return await __call(*args, **values)
-            try:
-                raw = await fetch(file, policy, pixels)
-            except too_large as exc:  # PaddleX's pixel bound (a UrlRefusedError is answered as it is)
-                raise RequestRefusedError(str(exc)) from None
-            token = _FETCHED.set({file: raw})
-            try:
-                return await __call(*args, **values)
-            finally:
-                _FETCHED.reset(token)
+    @contextlib.asynccontextmanager
+    async def fetched_first(request: Any) -> AsyncIterator[None]:
+        file = getattr(request, "file", None)
+        if not is_url(file):
+            yield
+            return
+        try:
+            raw = await fetch(file, policy, pixels)
+        except too_large as exc:  # PaddleX's pixel bound (a UrlRefusedError is answered as it is)
+            raise RequestRefusedError(str(exc)) from None
+        token = _FETCHED.set({file: raw})
+        try:
+            yield
+        finally:
+            _FETCHED.reset(token)
 
-        dependant.call = endpoint
+    return fetched_first
 
 
 def uninstall() -> List[str]:

@@ -29,7 +29,6 @@ from .fetch import policy_from_parameters, raw_bytes
 from .images import DecodeGuard, PixelLimits
 from .options import check_options
 from .replies import answer, ok_body
-from .route import pruned
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
 
@@ -274,7 +273,7 @@ class OCRModel(_Model):
                 )
             results.append(
                 {
-                    "prunedResult": pruned(item),
+                    "prunedResult": paddlex_serving.pruned(item),
                     "ocrImage": imgs.get("ocr_img"),
                     "docPreprocessingImage": imgs.get("doc_preprocessing_img"),
                     "inputImage": imgs.get("input_img"),
@@ -355,7 +354,7 @@ class TextRecognitionModel(_Model):
                     answers[i] = _route_failure(exc, log_id)
             else:
                 for (i, log_id, _), item in zip(todo, preds):
-                    answers[i] = ok_body({"prunedResult": pruned(item)}, log_id)
+                    answers[i] = ok_body({"prunedResult": paddlex_serving.pruned(item)}, log_id)
         return [a for a in answers if a is not None]
 
 
