@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, Callable, Iterator, List, MutableMapping, Optional, Tuple
 
 from ..errors import UnsupportedPaddlexError
@@ -71,7 +72,7 @@ class Applied:
 def _own(owner: Any, name: str) -> Any:
     """The value ``owner`` itself holds for ``name`` (its ``__dict__``, or its slot), or :data:`MISSING`."""
     namespace = getattr(owner, "__dict__", None)
-    if isinstance(namespace, dict):
+    if isinstance(namespace, Mapping):  # a module's or an instance's dict, a class's mappingproxy
         return namespace.get(name, MISSING)
     return getattr(owner, name, MISSING)
 
