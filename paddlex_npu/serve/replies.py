@@ -95,20 +95,6 @@ def answer(error: Union[BaseException, Failure], log_id: Optional[str] = None) -
     return Answer(status, error_body(status, message, log_id), headers, category)
 
 
-def error_reply(
-    error: Union[BaseException, Failure], log_id: Optional[str] = None
-) -> Tuple[int, Dict[str, Any], Dict[str, str]]:
-    """(HTTP status, body, headers) of :func:`answer`."""
-    a = answer(error, log_id)
-    return a.status, a.body, a.headers
-
-
-def route_error(exc: BaseException, log_id: Optional[str] = None) -> Tuple[int, Dict[str, Any]]:
-    """(HTTP status, body) of :func:`answer`."""
-    a = answer(exc, log_id)
-    return a.status, a.body
-
-
 def record(scope: Dict[str, Any], category: Optional[str]) -> None:
     """Name the reply row a request is answered with, for its access record and metrics (:mod:`.observe`)."""
     if category is not None:
