@@ -16,28 +16,53 @@ from typing import Dict, Optional, Tuple
 
 @dataclass(frozen=True)
 class Reply:
-    """How a server answers an error of one category."""
+    """How a server answers one category: an error's, or one of its own protocol answers."""
 
     status: int  # HTTP status (Triton: the answer's errorCode)
     retry_after: bool  # the answer carries Retry-After: the same request may succeed later or elsewhere
     metric: str  # the category label of paddlex_npu_requests_total and of the access record
     meaning: str  # for the docs' table
+    headers: Tuple[Tuple[str, str], ...] = ()  # further headers of the answer
+
+    @property
+    def server_fault(self) -> bool:
+        return server_fault(self.status)
 
 
-# The one reply table (a flat table: one row per category).
+def server_fault(status: int) -> bool:
+    """A 5xx: the server's or the device's fault (logged with its traceback), not the client's."""
+    return status >= 500
+
+
+_CLOSE = (("Connection", "close"),)
+
+# The one reply table (a flat table: one row per category). Every status a server answers is chosen here: the
+# errors' categories, and the servers' own protocol answers (probes, 401, 413, 415, 499).
 REPLIES: Dict[str, Reply] = {
+    "ok": Reply(200, False, "none", "answered (a result, a probe that passes)"),
     "input": Reply(422, False, "input", "the request is wrong: an image or shape outside what the model takes"),
+    "bad_request": Reply(400, False, "input", "a probe's query is wrong (`/ready?min-workers=N`)"),
+    "unauthorized": Reply(
+        401, False, "input", "no bearer token, or a wrong one", (("WWW-Authenticate", "Bearer"),) + _CLOSE
+    ),
+    "too_large": Reply(413, False, "input", "the request body is over the server's limit", _CLOSE),
+    "media_type": Reply(415, False, "input", "a POST whose Content-Type is not application/json"),
+    "client_gone": Reply(499, False, "input", "the client closed the connection before its answer"),
     "config": Reply(500, False, "config", "the deployment is wrong: options, model files, PaddleX version"),
     "device": Reply(503, True, "device", "the NPU or its runtime is unavailable, or a device call failed"),
     "device_lost": Reply(
         503, True, "device_lost", "the device context is lost: the worker answers, exits and is restarted"
     ),
     "timeout": Reply(504, False, "timeout", "the request ran over the per-request timeout; its worker was replaced"),
-    "overload": Reply(503, True, "overload", "every worker is busy and the queue is full (or the server drains)"),
+    "overload": Reply(
+        503, True, "overload", "every worker is busy and the queue is full, or the server starts or drains"
+    ),
+    "not_ready": Reply(503, False, "not_ready", "a probe that fails: no worker alive, not ready, metrics off"),
     "runtime": Reply(500, False, "runtime", "anything else paddlex-npu raises"),
 }
 CATEGORIES = tuple(REPLIES)
 HTTP_STATUS: Dict[str, int] = {name: r.status for name, r in REPLIES.items()}
+METRIC_LABELS = tuple(dict.fromkeys(r.metric for r in REPLIES.values()))  # paddlex_npu_requests_total's category
 INTERNAL = "Internal server error"
 
 
@@ -156,7 +181,7 @@ def reply_to(failure: Failure) -> Tuple[int, str, bool]:
     server's own bugs: 500 with only their type named (their text may hold internals; the log has it)."""
     reply = REPLIES.get(failure.category, REPLIES["runtime"])
     if failure.internal:
-        return 500, f"{INTERNAL} ({failure.type}); the details are in the server log", False
+        return REPLIES["runtime"].status, f"{INTERNAL} ({failure.type}); the details are in the server log", False
     text = failure.message.strip()
     return reply.status, f"{failure.type}: {text}" if text else failure.type, reply.retry_after
 
@@ -173,12 +198,49 @@ def http_status(exc: BaseException) -> Tuple[int, str]:
     return status, message
 
 
+def metric_of(category: Optional[str], status: int) -> str:
+    """The metrics label of an answer: its row's when whoever answered named the category; else (an answer
+    PaddleX's app or Starlette wrote itself: 404, 405, a 2xx) ``none`` below 400, ``input`` for a 4xx, ``runtime``
+    for a 5xx."""
+    if category in REPLIES:
+        return REPLIES[category].metric
+    ok, bad = REPLIES["bad_request"].status, REPLIES["runtime"].status
+    return REPLIES["ok"].metric if status < ok else "input" if status < bad else REPLIES["runtime"].metric
+
+
 def markdown_table() -> str:
     """The docs' table of :data:`REPLIES` (``docs/errors.md``; a test checks the page holds it)."""
     rows = ["| category | HTTP status | Retry-After | metrics label | meaning |", "|---|---|---|---|---|"]
     for name, r in REPLIES.items():
         rows.append(f"| `{name}` | {r.status} | {'yes' if r.retry_after else 'no'} | `{r.metric}` | {r.meaning} |")
     return "\n".join(rows) + "\n"
+
+
+def metrics_markdown_table() -> str:
+    """The monitoring page's table of the ``category`` label (``docs/monitoring.md``; a test checks it): each
+    label with the rows of :data:`REPLIES` it counts."""
+    rows = ["| category | answers |", "|---|---|"]
+    for label in METRIC_LABELS:
+        mine = [(n, r) for n, r in REPLIES.items() if r.metric == label]
+        said = "; ".join(f"{r.status} `{n}`: {r.meaning}" for n, r in mine)
+        rows.append(f"| `{label}` | {said} |")
+    return "\n".join(rows) + "\n"
+
+
+class RequestRefusedError(PaddlexNpuError, ValueError):
+    """A request a server refuses itself (a field, a file, a header, a probe's query, its own state); ``category``
+    names the row of :data:`REPLIES` (``input`` unless given), and the answer's message is the text as is, without
+    the type's name (PaddleX's own form of these answers)."""
+
+    category = "input"
+    named = False  # the answer's message is the text alone
+
+    def __init__(self, message: str, category: Optional[str] = None) -> None:
+        super().__init__(message)
+        if category is not None:
+            if category not in REPLIES:
+                raise ValueError(f"no reply row {category!r}: give one of {', '.join(REPLIES)}")
+            self.category = category
 
 
 class ExecutorError(PaddlexNpuError, RuntimeError):
@@ -243,12 +305,11 @@ class AclCallError(PaddlexNpuError, RuntimeError):
         super().__init__(f"{call} returned {ret}" + (f" ({why})" if why else ""))
 
 
-class UrlRefusedError(PaddlexNpuError, ValueError):
+class UrlRefusedError(RequestRefusedError):
     """A URL input the server does not fetch (URL inputs off, a host or address not allowed), or whose fetch went
-    over a limit (size, time, redirects); ``outcome`` says which (``serve.fetch``'s metric label)."""
+    over a limit (size, time, redirects); ``outcome`` says which (``serve.fetch``'s metric label), ``category``
+    the reply row (``input`` unless given)."""
 
-    category = "input"
-
-    def __init__(self, message: str, outcome: str = "error") -> None:
-        super().__init__(message)
+    def __init__(self, message: str, outcome: str = "error", category: Optional[str] = None) -> None:
+        super().__init__(message, category)
         self.outcome = outcome

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .record import PatchRecord
+from .record import Patch
 
 PATCHED_MARK = "__paddlex_npu_patched__"
 
@@ -27,22 +27,15 @@ class ModelEntry:
     engines: Tuple[str, ...]  # how PaddleX can run it (3.5+: its engines; 3.0-3.4: paddle_static / paddle_dynamic)
 
 
-class Adapter(ABC):
-    """One PaddleX generation's hooks. Subclasses live in ``paddlex_34`` / ``paddlex_35``."""
+class Adapter(Patch, ABC):
+    """One PaddleX generation's hooks, the route's :class:`~.record.Patch` (``requires``: the hook points the
+    installed PaddleX lacks; ``apply``: patch it). Subclasses live in ``paddlex_34`` / ``paddlex_35``."""
 
     name: str
 
     @abstractmethod
-    def missing_hooks(self) -> List[str]:
-        """The hook points this adapter needs that the installed PaddleX lacks (empty: the layout is known)."""
-
-    @abstractmethod
     def is_fork_patched(self) -> bool:
         """Whether this PaddleX carries paddlex-npu's fork patch (routing in its own source)."""
-
-    @abstractmethod
-    def apply(self, record: PatchRecord) -> None:
-        """Patch PaddleX, recording every change in ``record`` so that it can be reverted exactly."""
 
     def enable_fork(self) -> None:  # noqa: B027 - optional hook, empty by default
         """What a fork-patched PaddleX still needs at run time (nothing, unless the adapter says otherwise)."""

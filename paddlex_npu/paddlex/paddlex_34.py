@@ -131,7 +131,7 @@ def _create_static_infer(original: Any, bound: Dict[str, Any], args: tuple, kwar
 class Paddlex34Adapter(Adapter):
     name = "paddlex_34"
 
-    def missing_hooks(self) -> List[str]:
+    def requires(self) -> List[str]:
         missing = [
             f"BasePredictor.{a}" for a in ("create_static_infer", "_prepare_pp_option") if not hasattr(BasePredictor, a)
         ]

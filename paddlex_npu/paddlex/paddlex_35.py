@@ -145,7 +145,7 @@ def hpi_config_of(bound: Dict[str, Any]) -> Any:
 class Paddlex35Adapter(Adapter):
     name = "paddlex_35"
 
-    def missing_hooks(self) -> List[str]:
+    def requires(self) -> List[str]:
         cache = getattr(pdx_models, "_get_inference_engine", None)
         needed = {
             "models.create_predictor": getattr(pdx_models, "create_predictor", None),

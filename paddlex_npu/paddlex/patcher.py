@@ -1,4 +1,5 @@
-"""Install/uninstall: one adapter chosen by the PaddleX version and layout, one patch record."""
+"""Install/uninstall: one adapter chosen by the PaddleX version and layout, applied as a patch
+(:class:`~.record.Applied`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from .. import envs
 from ..errors import UnsupportedPaddlexError
 from ..log import logger
 from .adapter import Adapter
-from .record import PatchRecord
+from .record import Applied
 from .versions import NEWEST_ADAPTER, REQUIREMENT, SUPPORTED, SUPPORTED_TEXT, TESTED
 
 _lock = threading.RLock()
-_record: Optional[PatchRecord] = None
+_applied: Optional[Applied] = None  # the route, while installed
 _adapter: Optional[Adapter] = None
 _adapter_version: Optional[str] = None
 
@@ -79,7 +80,7 @@ def load_adapter(name: str) -> Adapter:
             f"PaddleX {paddlex_version()} does not have the layout paddlex-npu's {name} adapter patches ({exc}); "
             f"unknown layout, not patched: install a tested PaddleX, {_INSTALL_TESTED}. Supported: {SUPPORTED_TEXT}"
         ) from exc
-    missing = adapter.missing_hooks()
+    missing = adapter.requires()
     if missing:
         raise UnsupportedPaddlexError(
             f"PaddleX {paddlex_version()} lacks {', '.join(missing)}: unknown layout, not patched: install a tested "
@@ -100,59 +101,56 @@ def adapter() -> Adapter:
             raise UnsupportedPaddlexError(f"PaddleX is not installed: `pip install paddlex=={TESTED['paddlex_35']}`")
         if _adapter is None or _adapter_version != version:
             _adapter, _adapter_version = load_adapter(select_adapter(version)), version
-        if install_after and _record is None:
+        if install_after and _applied is None:
             install()
         return _adapter
 
 
 def install() -> bool:
     """Patch PaddleX for the OM route. Idempotent: a second call only warns. Returns whether it patched."""
-    global _record
+    global _applied
     with _lock:
-        if _record is not None:
+        if _applied is not None:
             logger.warning("paddlex-npu is already installed; install() did nothing")
             return False
         chosen = adapter()
-        if _record is not None:  # the pending import hook installed it just now (adapter() imported PaddleX)
+        if _applied is not None:  # the pending import hook installed it just now (adapter() imported PaddleX)
             return True
         if chosen.is_fork_patched():
             logger.info("this PaddleX carries paddlex-npu's fork patch: the OM route is in its source already")
             return False
-        record = PatchRecord()
-        try:
-            chosen.apply(record)
-        except Exception:
-            record.revert()
-            raise
-        _record = record
+        applied = Applied(chosen, f"install a tested PaddleX, {_INSTALL_TESTED}. Supported: {SUPPORTED_TEXT}")
+        applied.apply()
+        _applied = applied
         logger.debug("installed for PaddleX %s (%s)", paddlex_version(), chosen.name)
         return True
 
 
 def uninstall() -> bool:
     """Restore every patched PaddleX attribute to its original object. Idempotent."""
-    global _record
+    global _applied
     with _lock:
-        if _record is None:
+        if _applied is None:
             logger.warning("paddlex-npu is not installed; uninstall() did nothing")
             return False
-        problems = _record.revert()
-        _record = None
+        problems = _applied.revert()
+        _applied = None
         if problems:
             logger.warning("some patches were replaced by someone else and were left in place: %s", problems)
         return True
 
 
 def is_installed() -> bool:
-    return _record is not None
+    return _applied is not None
 
 
 def patched_attributes() -> List[Tuple[object, str, object, object]]:
     """(owner, name, original, replacement) of each attribute patched now; empty when not installed."""
-    return _record.attributes() if _record is not None else []
+    return _applied.attributes() if _applied is not None else []
 
 
 def patched_items() -> List[Tuple[object, object, object, object]]:
     """(mapping, key, original, replacement) of each registry item set now (the ``om`` engine of PaddleX 3.5+);
     empty when not installed."""
-    return _record.items() if _record is not None else []
+    record = _applied.record if _applied is not None else None
+    return record.items() if record is not None else []

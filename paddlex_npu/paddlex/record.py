@@ -1,11 +1,80 @@
-"""The patch record: what was patched, with the originals, so that reverting restores the very same objects."""
+"""The one patch type of paddlex-npu and its record. A :class:`Patch` (the shape of OpenTelemetry's
+instrumentors) says what it ``requires`` of PaddleX and how it ``apply``-s itself into a :class:`PatchRecord`;
+:class:`Applied` applies it once (refused with a message naming what is missing), again idempotently, and
+reverts it to the very same objects. The route's patch (each PaddleX generation's adapter), the serving patches
+(decoders, fetchers) and PaddleX's serving app (:mod:`.serving`) are patches of this one type."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Iterator, List, MutableMapping, Tuple
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, Callable, Iterator, List, MutableMapping, Optional, Tuple
+
+from ..errors import UnsupportedPaddlexError
 
 MISSING = object()  # the "original" of an attribute its owner did not have (restored by deleting it)
+
+
+class Patch(ABC):
+    """One change to PaddleX: what it requires, how it applies (every change recorded), reverted by its record."""
+
+    name: str
+
+    @abstractmethod
+    def requires(self) -> List[str]:
+        """What this patch assumes of PaddleX that the installed one lacks (empty: it applies)."""
+
+    @abstractmethod
+    def apply(self, record: PatchRecord) -> None:
+        """Patch PaddleX, recording every change in ``record`` so that it can be reverted exactly."""
+
+
+class Applied:
+    """A :class:`Patch` applied (or not): :meth:`apply` checks ``requires`` first and refuses an unknown layout
+    naming what is missing, replaces an earlier application of the same patch, and leaves nothing behind when
+    ``apply`` fails; :meth:`revert` restores every object. Thread-safe."""
+
+    def __init__(self, patch: Patch, fix: str = "install a tested PaddleX (docs/compatibility.md)") -> None:
+        self.patch, self.fix = patch, fix
+        self.record: Optional[PatchRecord] = None
+        self._lock = threading.RLock()
+
+    def apply(self) -> None:
+        with self._lock:
+            missing = self.patch.requires()
+            if missing:
+                raise UnsupportedPaddlexError(
+                    f"{self.patch.name}: this PaddleX lacks {'; '.join(missing)}: unknown layout, not patched: "
+                    f"{self.fix}"
+                )
+            self.revert()
+            record = PatchRecord()
+            try:
+                self.patch.apply(record)
+            except BaseException:
+                record.revert()
+                raise
+            self.record = record
+
+    def revert(self) -> List[str]:
+        """Undo the patch; a note for each entry someone else replaced meanwhile (left in place)."""
+        with self._lock:
+            record, self.record = self.record, None
+            return record.revert() if record is not None else []
+
+    def attributes(self) -> List[Tuple[Any, str, Any, Any]]:
+        record = self.record
+        return record.attributes() if record is not None else []
+
+
+def _own(owner: Any, name: str) -> Any:
+    """The value ``owner`` itself holds for ``name`` (its ``__dict__``, or its slot), or :data:`MISSING`."""
+    namespace = getattr(owner, "__dict__", None)
+    if isinstance(namespace, Mapping):  # a module's or an instance's dict, a class's mappingproxy
+        return namespace.get(name, MISSING)
+    return getattr(owner, name, MISSING)
 
 
 class PatchRecord:
@@ -29,12 +98,12 @@ class PatchRecord:
         return list(self._items)
 
     def set_attr(self, owner: Any, name: str, value: Any) -> None:
-        original = owner.__dict__.get(name, MISSING)
+        original = _own(owner, name)
         setattr(owner, name, value)
         self._attributes.append((owner, name, original, value))
 
         def undo() -> bool:
-            if owner.__dict__.get(name, MISSING) is not value:
+            if _own(owner, name) is not value:
                 return False
             if original is MISSING:
                 delattr(owner, name)

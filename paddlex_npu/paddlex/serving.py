@@ -2,23 +2,28 @@
 PaddleX (and PaddleOCR) name they use is reached through here, the private ones
 (``basic_serving._pipeline_apps._common``) only here; PaddleX is imported when a function is called.
 
-The changes made to PaddleX's serving module, the pixel guard of its decoders (``serving_utils.file_to_images``
-wrapped, ``serving_utils.MAX_IMAGE_PIXELS`` set) and the bounded fetchers of URL inputs (``get_raw_bytes_async``,
-``get_raw_bytes``), are made and undone through :class:`~.record.PatchRecord` s (:func:`install_decoders`,
-:func:`install_fetchers` and their uninstalls) and listed in ``docs/patch-ledger.md``.
+PaddleX's serving app is behind an adapter: every assumption about it is a named operation (:data:`OPERATIONS`:
+replace the pipeline, wrap the lifespan, wrap each endpoint once, prune a result, decode an image, fetch a file),
+checked when a server starts (:func:`check_app`, refused naming the operation), applied as one
+:class:`~.record.Patch` (:func:`adapt_app`; the decoders' pixel guard and the bounded fetchers of URL inputs by
+:func:`install_decoders`, :func:`install_fetchers`), reverted to the very same objects and listed in
+``docs/patch-ledger.md``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import importlib.util
+import inspect
 import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, AsyncContextManager, AsyncIterator, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigError
-from .record import PatchRecord
+from ..errors import UnsupportedPaddlexError
+from .record import Applied, Patch, PatchRecord
 
-_RECORD = PatchRecord()
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 
 
 # ---- PaddleX's basic serving ----------------------------------------------------------------------------------
@@ -74,6 +79,8 @@ def text_rec_json() -> Tuple[Any, Callable[[Any], Any]]:
     from paddlex.inference.common.result.mixin import _format_data
     from paddlex.inference.models.text_recognition.result import TextRecResult
 
+    if "_to_json" not in vars(TextRecResult):  # its own conversion (dropping the image and the font), not a base's
+        raise AttributeError("TextRecResult has no _to_json of its own")
     return TextRecResult._to_json, _format_data
 
 
@@ -122,69 +129,232 @@ def paddleocr_cli() -> Callable[[], Any]:
     return main
 
 
-# ---- the serving patch ----------------------------------------------------------------------------------------
-def _require_pdf_sizing(utils: Any) -> None:
-    """Refuse a PaddleX whose serving layout lacks what :func:`pdf_page_pixels` sizes PDF pages with: without it
-    every PDF would pass the pixel guard unchecked."""
-    missing = [
-        name
-        for name, present in (
-            (
-                "paddlex.inference.utils.pdf_rendering",
-                importlib.util.find_spec("paddlex.inference.utils.pdf_rendering"),
-            ),
-            ("paddlex.inference.utils.pdfium_lock", importlib.util.find_spec("paddlex.inference.utils.pdfium_lock")),
-            (
-                "serving utils' get_pdf_render_scale_within_pixel_limit",
-                hasattr(utils, "get_pdf_render_scale_within_pixel_limit"),
-            ),
-        )
-        if not present
-    ]
-    if missing:
-        raise ConfigError(
-            f"this PaddleX's serving layout has no {', '.join(missing)}: the pixel guard of PDF inputs cannot size "
-            "their pages, so serving is refused rather than left unguarded; serve with PaddleX 3.7 "
-            "(docs/compatibility.md)"
-        )
+# ---- the serving patches: PaddleX's serving utilities ----------------------------------------------------------
+SERVE_FIX = "serve with PaddleX 3.7 (docs/compatibility.md)"
+
+
+def _pdf_sizing_missing(utils: Any) -> List[str]:
+    """What :func:`pdf_page_pixels` sizes PDF pages with, missing from this PaddleX: without it every PDF would
+    pass the pixel guard unchecked, so serving is refused rather than left unguarded."""
+    found = (
+        ("paddlex.inference.utils.pdf_rendering", importlib.util.find_spec("paddlex.inference.utils.pdf_rendering")),
+        ("paddlex.inference.utils.pdfium_lock", importlib.util.find_spec("paddlex.inference.utils.pdfium_lock")),
+        (
+            "serving utils' get_pdf_render_scale_within_pixel_limit",
+            hasattr(utils, "get_pdf_render_scale_within_pixel_limit"),
+        ),
+    )
+    return [f"{name} (the pixel guard of PDF inputs sizes their pages with it)" for name, ok in found if not ok]
+
+
+DECODE, FETCH = "decode an image", "fetch a file"
+DECODE_NEEDS = ("file_to_images", "MAX_IMAGE_PIXELS", "image_bytes_to_array", "ImageTooLargeError")
+FETCH_NEEDS = ("get_raw_bytes_async", "get_raw_bytes")
+
+
+def _utils_missing(names: Sequence[str]) -> List[str]:
+    """The serving utilities' attributes among ``names`` this PaddleX lacks (and, for the decoders, what the pixel
+    guard sizes PDF pages with)."""
+    utils = serving_utils()
+    missing = [f"serving utils' {n}" for n in names if not hasattr(utils, n)]
+    return missing + (_pdf_sizing_missing(utils) if names == DECODE_NEEDS else [])
+
+
+class UtilsPatch(Patch):
+    """Attributes of PaddleX's serving utilities (``paddlex.inference.serving.infra.utils``) replaced: ``values``
+    maps each name to a function of the module that gives its replacement (of the original, when it wraps it)."""
+
+    def __init__(self, name: str, values: Dict[str, Callable[[Any], Any]], needs: Sequence[str]) -> None:
+        self.name, self.values, self.needs = name, values, tuple(needs)
+
+    def requires(self) -> List[str]:
+        return _utils_missing(self.needs)
+
+    def apply(self, record: PatchRecord) -> None:
+        utils = serving_utils()
+        for attr, value in self.values.items():
+            record.set_attr(utils, attr, value(utils))
+
+
+_APPLIED: Dict[str, Applied] = {}  # the serving patches in place in this process, by name
+
+
+def _apply(patch: Patch) -> None:
+    """Apply ``patch`` in place of an earlier one of its name (a second install replaces the first)."""
+    with _LOCK:
+        _revert(patch.name)
+        applied = Applied(patch, SERVE_FIX)
+        applied.apply()
+        _APPLIED[patch.name] = applied
+
+
+def _revert(name: str) -> List[str]:
+    with _LOCK:
+        applied = _APPLIED.pop(name, None)
+        return applied.revert() if applied is not None else []
 
 
 def install_decoders(wrap: Callable[[Callable[..., Any]], Callable[..., Any]], max_image_pixels: int) -> None:
     """In this process (a server), PaddleX's ``file_to_images`` becomes ``wrap(original)`` and its after-decode
     pixel bound ``MAX_IMAGE_PIXELS`` is ``max_image_pixels``; a second install replaces the first."""
-    utils = serving_utils()
-    _require_pdf_sizing(utils)
-    with _LOCK:
-        _RECORD.revert()
-        _RECORD.set_attr(utils, "file_to_images", wrap(utils.file_to_images))
-        _RECORD.set_attr(utils, "MAX_IMAGE_PIXELS", max_image_pixels)
+    values = {"file_to_images": lambda u: wrap(u.file_to_images), "MAX_IMAGE_PIXELS": lambda u: max_image_pixels}
+    _apply(UtilsPatch(DECODE, values, DECODE_NEEDS))
 
 
 def uninstall_decoders() -> List[str]:
     """Restore PaddleX's decoders; a note for each entry someone else replaced meanwhile (left in place)."""
-    with _LOCK:
-        return _RECORD.revert()
-
-
-_FETCH_RECORD = PatchRecord()  # PaddleX's fetchers of URL inputs (serve.fetch), on their own record
+    return _revert(DECODE)
 
 
 def install_fetchers(get_raw_bytes_async: Callable[..., Any], get_raw_bytes: Callable[..., Any]) -> None:
     """In this process (a server), PaddleX's fetchers of a request's ``file`` (``get_raw_bytes_async``,
     ``get_raw_bytes``) are the bounded ones of :mod:`paddlex_npu.serve.fetch`; a second install replaces the first."""
-    utils = serving_utils()
-    with _LOCK:
-        _FETCH_RECORD.revert()
-        _FETCH_RECORD.set_attr(utils, "get_raw_bytes_async", get_raw_bytes_async)
-        _FETCH_RECORD.set_attr(utils, "get_raw_bytes", get_raw_bytes)
+    values = {"get_raw_bytes_async": lambda u: get_raw_bytes_async, "get_raw_bytes": lambda u: get_raw_bytes}
+    _apply(UtilsPatch(FETCH, values, FETCH_NEEDS))
 
 
 def uninstall_fetchers() -> List[str]:
     """Restore PaddleX's fetchers; a note for each entry someone else replaced meanwhile (left in place)."""
-    with _LOCK:
-        return _FETCH_RECORD.revert()
+    return _revert(FETCH)
 
 
 def patched_attributes() -> List[Tuple[Any, str, Any, Any]]:
-    """(owner, name, original, replacement) of the serving patch in place (decoders and fetchers)."""
-    return _RECORD.attributes() + _FETCH_RECORD.attributes()
+    """(owner, name, original, replacement) of the serving patches in place (decoders, fetchers, the apps)."""
+    with _LOCK:
+        return [a for applied in _APPLIED.values() for a in applied.attributes()]
+
+
+# ---- PaddleX's serving app, behind the adapter ----------------------------------------------------------------
+REPLACE_PIPELINE, WRAP_LIFESPAN, WRAP_ENDPOINTS = "replace the pipeline", "wrap the lifespan", "wrap each endpoint once"
+PRUNE = "prune a result"
+# What the adapter assumes of PaddleX's serving app and module, by operation (docs/patch-ledger.md lists them).
+OPERATIONS = (REPLACE_PIPELINE, WRAP_LIFESPAN, WRAP_ENDPOINTS, PRUNE, DECODE, FETCH)
+
+Hook = Callable[[Any], AsyncContextManager[Any]]  # around one endpoint call, given its validated request
+
+
+def _endpoints(app: Any) -> List[Any]:
+    """The ``dependant`` of each of the app's operations (its POST routes: PaddleX's ``primary_operation`` s)."""
+    routes = getattr(getattr(app, "router", None), "routes", ())
+    return [getattr(r, "dependant", None) for r in routes if "POST" in (getattr(r, "methods", None) or ())]
+
+
+def _app_missing(app: Any) -> List[str]:
+    """Each operation on the app whose assumption fails, with what is missing."""
+    missing = []
+    ctx = getattr(getattr(app, "state", None), "context", None)
+    if ctx is None or not hasattr(type(ctx), "pipeline") or not hasattr(getattr(ctx, "config", None), "visualize"):
+        missing.append(f"{REPLACE_PIPELINE}: app.state.context with a settable pipeline and config.visualize")
+    if not callable(getattr(getattr(app, "router", None), "lifespan_context", None)):
+        missing.append(f"{WRAP_LIFESPAN}: app.router.lifespan_context")
+    dependants = _endpoints(app)
+    if not dependants or not all(_takes_request(d) for d in dependants):
+        missing.append(f"{WRAP_ENDPOINTS}: POST routes whose dependant.call is a coroutine taking `request`")
+    return missing
+
+
+def _takes_request(dependant: Any) -> bool:
+    """The endpoint is a coroutine function that takes its validated request as ``request`` (PaddleX's operations
+    all do)."""
+    call = getattr(dependant, "call", None)
+    return asyncio.iscoroutinefunction(call) and "request" in inspect.signature(call).parameters
+
+
+def _module_missing() -> List[str]:
+    """Each operation on PaddleX's serving modules whose assumption fails, with what is missing."""
+    missing = [f"{PRUNE}: {what}" for what in _prune_missing()]
+    missing += [f"{DECODE}: {what}" for what in _utils_missing(DECODE_NEEDS)]
+    return missing + [f"{FETCH}: {what}" for what in _utils_missing(FETCH_NEEDS)]
+
+
+class AppPatch(Patch):
+    """PaddleX's serving app of one pipeline, adapted: at the start of its lifespan ``replace(pipeline,
+    visualize_default)`` stands in for its pipeline wrapper; each endpoint is wrapped once, running ``hooks``
+    around the call (each given the validated request); ``on_end`` runs when the lifespan ends."""
+
+    name = "PaddleX's serving app"
+
+    def __init__(self, app: Any, replace: Callable[[Any, bool], Any], hooks: Sequence[Hook], on_end: Callable) -> None:
+        self.app, self.replace, self.hooks, self.on_end = app, replace, tuple(hooks), on_end
+
+    def requires(self) -> List[str]:
+        return _app_missing(self.app) + _module_missing()
+
+    def apply(self, record: PatchRecord) -> None:
+        ctx, router, replace, on_end = self.app.state.context, self.app.router, self.replace, self.on_end
+        paddlex_lifespan = router.lifespan_context
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Any) -> AsyncIterator[None]:
+            async with paddlex_lifespan(app):
+                ctx.pipeline = replace(ctx.pipeline, bool(ctx.config.visualize))
+                yield
+            on_end()
+
+        record.set_attr(router, "lifespan_context", lifespan)
+        for dependant in _endpoints(self.app):
+            record.set_attr(dependant, "call", _wrapped(dependant.call, self.hooks))
+
+
+def _wrapped(call: Callable[..., Any], hooks: Sequence[Hook]) -> Callable[..., Any]:
+    @functools.wraps(call)
+    async def endpoint(*args: Any, **values: Any) -> Any:
+        async with contextlib.AsyncExitStack() as stack:
+            for hook in hooks:
+                await stack.enter_async_context(hook(values.get("request")))
+            return await call(*args, **values)
+
+    return endpoint
+
+
+def check_app(app: Any) -> None:
+    """Refuse (:class:`~..errors.UnsupportedPaddlexError` naming each operation whose assumption fails) a PaddleX
+    serving app the adapter cannot take: called when a server starts, before anything is patched."""
+    missing = _app_missing(app) + _module_missing()
+    if missing:
+        raise UnsupportedPaddlexError(
+            f"PaddleX's serving app lacks what paddlex-npu's adapter assumes: {'; '.join(missing)}: unknown "
+            f"layout, not served: {SERVE_FIX}"
+        )
+
+
+def adapt_app(app: Any, replace: Callable[[Any, bool], Any], hooks: Sequence[Hook], on_end: Callable) -> Applied:
+    """Apply :class:`AppPatch` to ``app`` (checked first, refused naming the operation); returns it applied."""
+    applied = Applied(AppPatch(app, replace, hooks, on_end), SERVE_FIX)
+    applied.apply()
+    return applied
+
+
+# ---- a result as PaddleX's apps answer it ---------------------------------------------------------------------
+# What PaddleX's text recognition result drops from its JSON: ``TextRecResult._to_json`` pops them from a deep
+# copy of the whole result, the input image and the font object included.
+_NOT_IN_JSON = ("input_img", "vis_font")
+
+
+def _prune_missing() -> List[str]:
+    try:
+        text_rec_json()
+        from paddlex.inference.serving.basic_serving._pipeline_apps._common.common import prune_result  # noqa: F401
+    except (ImportError, AttributeError) as exc:
+        return [f"TextRecResult._to_json, _format_data and _common.common.prune_result ({exc})"]
+    return []
+
+
+def pruned(result: Any) -> Dict[str, Any]:
+    """A PaddleX result's JSON without the per-call keys, as PaddleX's serving apps answer it.
+
+    A text line's result (whose class converts with ``TextRecResult._to_json``, its other values scalars) is
+    converted as that method does but without its deep copy of the image and the font (0.3 ms of a 1.2 ms
+    recognition request): the same JSON."""
+    to_json, format_data = text_rec_json()
+    if type(result)._to_json is to_json and all(k in result for k in _NOT_IN_JSON) and plain(result):
+        return prune_result(format_data({k: v for k, v in result.items() if k not in _NOT_IN_JSON}))
+    return prune_result(result.json["res"])
+
+
+def plain(result: Dict[str, Any]) -> bool:
+    """Every value but the image and the font is a scalar (nothing a deep copy would change)."""
+    import numpy as np
+
+    scalars = (str, int, float, bool, type(None), np.generic)
+    return all(isinstance(v, scalars) for k, v in result.items() if k not in _NOT_IN_JSON)

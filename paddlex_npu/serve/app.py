@@ -1,7 +1,7 @@
 """``serve``'s app: PaddleX's own serving app (routes, request/response schema, validation, error answers) with
 its pipeline calls sent to a :class:`~..executor.pool.Pool` (worker processes, or Ray Serve's replica) instead of
 one in-process thread, behind the guard (:mod:`.guard`). Everything a client sees on success is PaddleX's; every
-error is answered from the one reply table (:func:`.replies.error_reply`)."""
+answer is chosen by the one reply function (:func:`.replies.answer`)."""
 
 from __future__ import annotations
 
@@ -10,40 +10,36 @@ import contextlib
 import contextvars
 import json
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, Tuple
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Optional, Tuple
 
-from ..errors import PaddlexNpuError, WorkerFailureError, category_of
+from ..errors import PaddlexNpuError, RequestRefusedError, WorkerFailureError
 from ..executor.pool import Pool
 from ..log import logger
 from ..paddlex import serving as paddlex_serving
-from . import auth, fetch, observe
+from . import auth, fetch, observe, replies
 from . import images as pixel_guard
-from .guard import _CALL, Guard, State, error_answer
+from .guard import _CALL, Guard, State
 from .images import PixelLimits
 from .options import check_options
-from .replies import error_body
 
 if TYPE_CHECKING:
     from .http import ServeOptions
 
 
+_GONE = "the client closed the connection"
+
 # The validated request of the call in progress (set around PaddleX's endpoint): whether to bring images back.
 _REQUEST: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_request", default=None)
 
 
-def _capture_requests(app: Any) -> None:
-    """Wrap each PaddleX endpoint so the request model it receives is visible to :class:`WorkerPipeline`."""
-    for route in app.router.routes:
-        dependant = getattr(route, "dependant", None)
-        call = getattr(dependant, "call", None)
-        if call is None or not asyncio.iscoroutinefunction(call):
-            continue
-
-        async def endpoint(*args: Any, __call: Callable = call, **values: Any) -> Any:
-            _REQUEST.set(values.get("request"))
-            return await __call(*args, **values)
-
-        dependant.call = endpoint
+@contextlib.asynccontextmanager
+async def _capture_request(request: Any) -> AsyncIterator[None]:
+    """Around each PaddleX endpoint: its validated request, visible to :class:`WorkerPipeline`."""
+    token = _REQUEST.set(request)
+    try:
+        yield
+    finally:
+        _REQUEST.reset(token)
 
 
 class WorkerPipeline:
@@ -61,16 +57,14 @@ class WorkerPipeline:
         raise AttributeError("the pipeline lives in the worker processes")
 
     async def infer(self, *args: Any, **kwargs: Any) -> list:
-        from fastapi import HTTPException
-
         if len(args) != 1:
             raise TypeError(f"infer takes the input as its one positional argument, got {len(args)}")
         problem = check_options(self._config, kwargs)
         if problem:
-            raise HTTPException(status_code=422, detail=problem)
+            raise RequestRefusedError(problem)
         call = _CALL.get()
         if call is not None and call.gone:
-            raise HTTPException(status_code=499, detail="the client closed the connection")
+            raise RequestRefusedError(_GONE, "client_gone")
         visualize = getattr(_REQUEST.get(), "visualize", None)
         images = self._visualize_default if visualize is None else bool(visualize)
         future = self._pool.submit(args[0], kwargs, {"images": True} if images else None)  # may raise: 503
@@ -80,7 +74,7 @@ class WorkerPipeline:
             done = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             if call is not None and call.gone:
-                raise HTTPException(status_code=499, detail="the client closed the connection") from None
+                raise RequestRefusedError(_GONE, "client_gone") from None
             raise
         failure = done.done.failure
         if failure is not None:
@@ -89,7 +83,7 @@ class WorkerPipeline:
             raise WorkerFailureError(failure)
         for item in done.done.payload:
             if isinstance(item, dict) and item.keys() == {"error"}:  # PaddleX's answer to settings it cannot take
-                raise HTTPException(status_code=422, detail=f"PaddleX: {item['error']}")
+                raise RequestRefusedError(f"PaddleX: {item['error']}")
         return done.done.payload
 
     async def call(self, func: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -112,57 +106,50 @@ class _NoPipeline:
 def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: ServeOptions) -> Tuple[Any, State]:
     """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
     limits = PixelLimits(options.max_image_pixels, options.max_request_pixels)
-    pixel_guard.install(limits)
     config = dict(pipeline_config)
     config["Serving"] = dict(config.get("Serving") or {})
     app = paddlex_serving.create_pipeline_app(_NoPipeline(), config)
-    ctx = app.state.context
-    paddlex_lifespan = app.router.lifespan_context
+    paddlex_serving.check_app(app)  # at start: a PaddleX whose app the adapter cannot take is refused here
+    pixel_guard.install(limits)
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any):
-        async with paddlex_lifespan(app):
-            ctx.pipeline = WorkerPipeline(pool, ctx.pipeline, ctx.config.visualize, pipeline_config)
-            yield
+    def worker_pipeline(replaced: Any, visualize_default: bool) -> WorkerPipeline:
+        return WorkerPipeline(pool, replaced, visualize_default, pipeline_config)
+
+    def on_end() -> None:
         pixel_guard.uninstall()
         fetch.uninstall()
 
-    app.router.lifespan_context = lifespan
-    _capture_requests(app)
-    fetch.install(app, options.urls, limits)
+    hooks = (_capture_request, fetch.install(options.urls, limits))
+    adapted = paddlex_serving.adapt_app(app, worker_pipeline, hooks, on_end)
     _answer_errors(app)
     state = State(pool=pool, capacity=pool.size + options.max_queue)
-    app.state.npu_serving = state
+    app.state.npu_serving, app.state.npu_adapter = state, adapted
     paths = [r.path for r in app.router.routes if hasattr(r, "path")]
     return auth.wrap(observe.ObservedApp(Guard(app, state, options.max_body_bytes), paths), options.tokens), state
 
 
 def _answer_errors(app: Any) -> None:
-    """The app's error handlers: ours from the reply table, PaddleX's validation errors and ``HTTPException`` in
-    PaddleX's form (with the request's ``logId``), anything else 500 (logged with its traceback)."""
+    """The app's error handlers, each answering with :func:`.replies.answer`: ours by the reply table, PaddleX's
+    validation errors and ``HTTPException`` in PaddleX's form (with the request's ``logId``), anything else 500
+    (logged with its traceback)."""
     from fastapi.exceptions import HTTPException, RequestValidationError
     from fastapi.responses import JSONResponse
 
-    def by_table(request: Any, exc: BaseException) -> Any:
-        status, message, headers = error_answer(exc)
-        observe.set_category(request, category_of(exc))
-        if status >= 500 and not isinstance(exc, WorkerFailureError):  # a worker's failure is logged with its trace
-            logger.error("serve: %s %s: %s", request.method, request.url.path, message, exc_info=exc)
-        extra = {k.decode(): v.decode() for k, v in headers}
-        return JSONResponse(error_body(status, message), status_code=status, headers=extra)
+    def by_table(request: Any, exc: BaseException, log_id: Optional[str] = None) -> Any:
+        reply = replies.answer(exc, log_id)
+        replies.record(request.scope, reply.category)
+        if reply.server_fault and not isinstance(exc, WorkerFailureError):  # a worker's is logged with its trace
+            logger.error("serve: %s %s: %s", request.method, request.url.path, reply.body["errorMsg"], exc_info=exc)
+        return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Any, exc: RequestValidationError) -> Any:
         errors = [{"type": e["type"], "loc": _dotted(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
-        body = error_body(422, json.dumps(errors))
-        body["logId"] = await _log_id(request)
-        return JSONResponse(body, status_code=422)
+        return by_table(request, RequestRefusedError(json.dumps(errors)), await _log_id(request))
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Any, exc: HTTPException) -> Any:
-        body = error_body(exc.status_code, str(exc.detail))
-        body["logId"] = await _log_id(request)
-        return JSONResponse(body, exc.status_code, headers=exc.headers)
+        return by_table(request, exc, await _log_id(request))
 
     @app.exception_handler(PaddlexNpuError)
     async def _route_error(request: Any, exc: PaddlexNpuError) -> Any:

@@ -15,14 +15,13 @@ lines and ``#`` comments skipped); a variable holds tokens separated by commas o
 from __future__ import annotations
 
 import hmac
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .. import envs
-from . import metrics
-from .replies import error_body
+from ..errors import RequestRefusedError
+from . import metrics, replies
 
 OPEN_PATHS = ("/health", "/ready")
 METRICS_PATH = "/metrics"
@@ -115,15 +114,7 @@ class BearerAuth:
         metrics.unauthorized("metrics" if scope.get("path") == METRICS_PATH else "api")
         if scope["type"] == "websocket":
             return await send({"type": "websocket.close", "code": 1008})
-        body = json.dumps(error_body(401, "Unauthorized")).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", b"Bearer"),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await replies.send(send, scope, replies.answer(RequestRefusedError("Unauthorized", "unauthorized")))
 
 
 def wrap(app: Any, tokens: Optional[AccessTokens]) -> Any:

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import ipaddress
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from http import HTTPStatus
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import UrlRefusedError
+from ..errors import RequestRefusedError, UrlRefusedError
 from ..paddlex import serving as paddlex_serving
 from . import metrics
 from .images import PixelLimits, check_pixels
@@ -39,7 +41,8 @@ from .images import PixelLimits, check_pixels
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024  # serve's default request body limit; servers pass their own
 DEFAULT_TIMEOUT = 20.0
 DEFAULT_MAX_REDIRECTS = 3
-REDIRECTS = (301, 302, 303, 307, 308)
+REDIRECTS = (HTTPStatus.MOVED_PERMANENTLY, HTTPStatus.FOUND, HTTPStatus.SEE_OTHER)  # the upstream's statuses
+REDIRECTS += (HTTPStatus.TEMPORARY_REDIRECT, HTTPStatus.PERMANENT_REDIRECT)
 OUTCOMES = ("ok", "off", "scheme", "host", "address", "redirects", "status", "too_large", "pixels", "timeout")
 OUTCOMES += ("error",)
 
@@ -223,7 +226,7 @@ async def _fetch(url: str, policy: UrlPolicy, resolve: Resolver) -> bytes:
                 if response.status_code in REDIRECTS and response.headers.get("location"):
                     url = urljoin(url, response.headers["location"])
                     continue
-                if response.status_code != 200:
+                if response.status_code != HTTPStatus.OK:
                     raise UrlRefusedError(
                         f"URL {_shown(url)!r} answered HTTP {response.status_code}, not 200: check the URL", "status"
                     )
@@ -331,12 +334,12 @@ def policy_from_parameters(params: Dict[str, str], option: str) -> UrlPolicy:
 _FETCHED: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_fetched", default=None)
 
 
-def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> None:
-    """In a server process running PaddleX's app ``app``: a request whose ``file`` is a URL is fetched under
-    ``policy`` before PaddleX's endpoint runs (a refusal answered 422 with its reason), and PaddleX's own
-    fetchers (``get_raw_bytes``/``get_raw_bytes_async``) give those bytes, or fetch under the policy."""
-    from fastapi import HTTPException
-
+def install(policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -> Callable[[Any], Any]:
+    """In a server process running PaddleX's app: PaddleX's own fetchers (``get_raw_bytes``/
+    ``get_raw_bytes_async``) give the bytes fetched for this request, or fetch under ``policy``. Returns the hook
+    the app's adapter runs around each endpoint (:func:`paddlex_npu.paddlex.serving.adapt_app`): a request whose
+    ``file`` is a URL is fetched under ``policy`` before PaddleX's endpoint runs (a refusal answered by its reply
+    row with its reason)."""
     too_large = paddlex_serving.serving_utils().ImageTooLargeError
 
     async def get_raw_bytes_async(file: str, session: Any = None) -> bytes:
@@ -351,27 +354,24 @@ def install(app: Any, policy: UrlPolicy, pixels: Optional[PixelLimits] = None) -
         return raw_bytes(file, policy, pixels)
 
     paddlex_serving.install_fetchers(get_raw_bytes_async, get_raw_bytes)
-    for route in app.router.routes:
-        dependant = getattr(route, "dependant", None)
-        call = getattr(dependant, "call", None)
-        if call is None or not asyncio.iscoroutinefunction(call):
-            continue
 
-        async def endpoint(*args: Any, __call: Callable[..., Awaitable[Any]] = call, **values: Any) -> Any:
-            file = getattr(values.get("request"), "file", None)
-            if not is_url(file):
-                return await __call(*args, **values)
-            try:
-                raw = await fetch(file, policy, pixels)
-            except (UrlRefusedError, too_large) as exc:
-                raise HTTPException(status_code=422, detail=str(exc)) from None
-            token = _FETCHED.set({file: raw})
-            try:
-                return await __call(*args, **values)
-            finally:
-                _FETCHED.reset(token)
+    @contextlib.asynccontextmanager
+    async def fetched_first(request: Any) -> AsyncIterator[None]:
+        file = getattr(request, "file", None)
+        if not is_url(file):
+            yield
+            return
+        try:
+            raw = await fetch(file, policy, pixels)
+        except too_large as exc:  # PaddleX's pixel bound (a UrlRefusedError is answered as it is)
+            raise RequestRefusedError(str(exc)) from None
+        token = _FETCHED.set({file: raw})
+        try:
+            yield
+        finally:
+            _FETCHED.reset(token)
 
-        dependant.call = endpoint
+    return fetched_first
 
 
 def uninstall() -> List[str]:

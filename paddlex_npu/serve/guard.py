@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Union
 
-from ..errors import QueueFullError
+from ..errors import QueueFullError, RequestRefusedError
 from ..executor.pool import Pool
 from ..log import logger
-from . import observe
-from .replies import RETRY_AFTER_SECONDS, error_body, error_reply
+from . import replies
 
 
 @dataclass
@@ -30,27 +28,9 @@ class State:
     admitted: int = 0
 
 
-def _error_body(status: int, message: str) -> bytes:
-    return json.dumps(error_body(status, message)).encode()
-
-
-async def _answer(
-    send: Callable, status: int, message: str, close: bool = False, headers: Optional[list] = None
-) -> None:
-    body = _error_body(status, message)
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    head += headers or []
-    if close:
-        head.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body})
-
-
-def error_answer(exc: BaseException) -> Tuple[int, str, list]:
-    """``(status, message, extra headers)`` for an error on the request path, from the one reply table
-    (:func:`.replies.error_reply`): ``Retry-After`` when the same request may succeed later."""
-    status, body, headers = error_reply(exc)
-    return status, body["errorMsg"], [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+async def _refuse(send: Callable, scope: Dict[str, Any], message: str, category: str, close: bool = False) -> None:
+    """Answer the request with the reply table's row ``category`` and ``message`` (:func:`.replies.answer`)."""
+    await replies.send(send, scope, replies.answer(RequestRefusedError(message, category)), close=close)
 
 
 class _Call:
@@ -84,14 +64,12 @@ class Guard:
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
         if path in ("/health", "/ready") and scope["method"] == "GET":
-            return await self._probe(path, send, scope.get("query_string", b""))
+            return await self._probe(scope, send)
         if self.state.draining:
-            _overloaded(scope)
-            return await _answer(send, 503, "the server is shutting down; retry on another server", close=True)
+            draining = "the server is shutting down; retry on another server"
+            return await _refuse(send, scope, draining, "overload", close=True)
         if self.state.pool is None and self.state.capacity is not None:
-            _overloaded(scope)
-            retry = [(b"retry-after", str(RETRY_AFTER_SECONDS).encode())]
-            return await _answer(send, 503, "the server is starting: its workers load the pipeline", headers=retry)
+            return await _refuse(send, scope, "the server is starting: its workers load the pipeline", "overload")
         headers = dict(scope.get("headers") or [])
         admitted = scope["method"] == "POST"
         if admitted:
@@ -99,14 +77,11 @@ class Guard:
                 full = self.state.capacity is not None and self.state.admitted >= self.state.capacity
                 self.state.admitted += 0 if full else 1
             if full:
-                status, message, extra = error_answer(
-                    QueueFullError(
-                        f"{self.state.capacity} requests are already running or waiting (the server's workers plus "
-                        "its --max-queue): retry later or on another server"
-                    )
+                full_error = QueueFullError(
+                    f"{self.state.capacity} requests are already running or waiting (the server's workers plus "
+                    "its --max-queue): retry later or on another server"
                 )
-                _overloaded(scope)
-                return await _answer(send, status, message, headers=extra)
+                return await replies.send(send, scope, replies.answer(full_error))
         try:
             await self._admitted(scope, receive, send, headers)
         finally:
@@ -120,14 +95,14 @@ class Guard:
             ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
             if ctype != b"application/json":
                 shown = ctype.decode(errors="replace") or "none"
-                return await _answer(send, 415, f"Content-Type must be application/json, got {shown}")
+                return await _refuse(send, scope, f"Content-Type must be application/json, got {shown}", "media_type")
             length = headers.get(b"content-length")
             if length is not None and length.isdigit() and int(length) > self.max_body:
-                return await self._refuse_body(receive, send, f"request body of {int(length)} bytes")
+                return await self._refuse_body(scope, receive, send, f"request body of {int(length)} bytes")
             if length is None:  # chunked: read it here (up to the limit), as the app would, then hand it over
                 body = await self._read_limited(receive)
                 if body is None:
-                    return await self._refuse_body(receive, send, "request body (chunked)")
+                    return await self._refuse_body(scope, receive, send, "request body (chunked)")
                 receive = _replay(body, receive)
         received = 0
         started = False
@@ -161,12 +136,11 @@ class Guard:
             await self.app(scope, counted_receive, tracked_send)
         except _BodyTooLargeError:
             if not started:
-                await self._refuse_body(receive, send, "request body")
+                await self._refuse_body(scope, receive, send, "request body")
         except Exception as exc:  # our own bug on the request path: logged with its traceback, answered by category
             logger.exception("serve: %s %s failed", scope["method"], path)
             if not started:
-                status, message, extra = error_answer(exc)
-                await _answer(send, status, message, headers=extra)
+                await replies.send(send, scope, replies.answer(exc))
         finally:
             _CALL.reset(token)
             if watcher is not None and not watcher.done():
@@ -188,7 +162,7 @@ class Guard:
             if not message.get("more_body"):
                 return b"".join(parts)
 
-    async def _refuse_body(self, receive: Callable, send: Callable, what: str) -> None:
+    async def _refuse_body(self, scope: Dict[str, Any], receive: Callable, send: Callable, what: str) -> None:
         """413, after reading the rest of the body off (unkept, up to 4 x the limit) so plain clients see it."""
         mb = self.max_body / (1024 * 1024)
         message = (
@@ -201,26 +175,26 @@ class Guard:
             drained += len(chunk.get("body", b""))
             if chunk["type"] != "http.request" or not chunk.get("more_body"):
                 break
-        await _answer(send, 413, message, close=True)
+        await _refuse(send, scope, message, "too_large", close=True)
 
-    async def _probe(self, path: str, send: Callable, query: bytes = b"") -> None:
-        pool = self.state.pool
+    async def _probe(self, scope: Dict[str, Any], send: Callable) -> None:
+        path, pool = scope.get("path", ""), self.state.pool
         status = pool.status if pool is not None else None
         if path == "/health":
             if status is None or status.alive:
-                return await _ok_probe(send, "healthy")
-            return await _answer(send, 503, f"no worker is alive: {status.last_error}")
+                return await replies.send(send, scope, replies.ok(message="Healthy"))
+            return await _refuse(send, scope, f"no worker is alive: {status.last_error}", "not_ready")
         if self.state.draining:
-            return await _answer(send, 503, "not ready: the server is draining (shutting down)")
-        need = _min_workers(query)  # /ready?min-workers=N: ready while N workers are (a pod's readiness probe)
+            return await _refuse(send, scope, "not ready: the server is draining (shutting down)", "not_ready")
+        need = _min_workers(scope.get("query_string", b""))  # /ready?min-workers=N: ready while N workers are
         if isinstance(need, str):
-            return await _answer(send, 400, need)
+            return await _refuse(send, scope, need, "bad_request")
         if status is None or not (status.all_ready if need is None else not status.closing and status.ready >= need):
             why = "starting" if status is None else f"{status.ready} of {status.size} workers ready"
             if status is not None and status.starting:
                 why += f", {status.starting} restarting"
-            return await _answer(send, 503, f"not ready: {why}")
-        return await _ok_probe(send, "ready")
+            return await _refuse(send, scope, f"not ready: {why}", "not_ready")
+        return await replies.send(send, scope, replies.ok(message="Ready"))
 
 
 def _min_workers(query: bytes) -> Union[int, str, None]:
@@ -231,11 +205,6 @@ def _min_workers(query: bytes) -> Union[int, str, None]:
     if not values[-1].isdigit() or int(values[-1]) < 1:
         return f"min-workers={values[-1]!r}: give a whole number of workers, 1 or more (/ready?min-workers=1)"
     return int(values[-1])
-
-
-def _overloaded(scope: Dict[str, Any]) -> None:
-    """The metrics category of a 503 the guard answers itself (full, starting, draining): ``overload``."""
-    scope.setdefault("state", {})[observe.CATEGORY_STATE_KEY] = "overload"
 
 
 def _replay(body: bytes, receive: Callable) -> Callable:
@@ -250,13 +219,6 @@ def _replay(body: bytes, receive: Callable) -> Callable:
         return await receive()
 
     return replay
-
-
-async def _ok_probe(send: Callable, what: str) -> None:
-    body = json.dumps(error_body(0, what.capitalize())).encode()
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": head})
-    await send({"type": "http.response.body", "body": body})
 
 
 class _BodyTooLargeError(Exception):

@@ -9,9 +9,8 @@ pipeline once it is loaded, and counts from then on.
 
 Series (all prefixed ``paddlex_npu_``):
 
-- ``requests_total{path,status,category}``: answered requests; category ``none`` (2xx/3xx), ``input`` (any 4xx:
-  the client's request), ``config``/``device``/``runtime`` (a paddlex-npu error's category), ``unavailable``
-  (503 while draining or full), ``runtime`` for other 5xx;
+- ``requests_total{path,status,category}``: answered requests; category the ``metrics label`` of the reply row
+  the request was answered with (:data:`paddlex_npu.errors.REPLIES`; ``docs/monitoring.md`` lists them);
 - ``request_duration_seconds{path}``: latency histogram, from the first byte read to the last byte sent;
 - ``requests_in_flight``, ``requests_queued`` (in flight and not in a worker's ``predict``: decoding, waiting
   for a worker, encoding the answer);
@@ -41,13 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple
 
-from ..errors import ConfigError
+from ..errors import REPLIES, ConfigError
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 DEVICE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 STAGES = ("pre", "model", "post", "other", "device")
-CATEGORIES = ("none", "input", "config", "device", "runtime", "unavailable")
 
 
 @dataclass(frozen=True)
@@ -304,11 +302,12 @@ def exposition(accept: str = "") -> Tuple[int, bytes, str]:
 
     store = _STORE
     if store is None or store.closed or not store.path.is_dir():
-        return 503, b"metrics are not available: the server is not running or is shutting down\n", "text/plain"
+        off = b"metrics are not available: the server is not running or is shutting down\n"
+        return REPLIES["not_ready"].status, off, "text/plain"
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_ServeCollector(store))
     encoder, content_type = choose_encoder(accept)
-    return 200, encoder(registry), content_type
+    return REPLIES["ok"].status, encoder(registry), content_type
 
 
 # ---- the workers ----------------------------------------------------------------------------------------------

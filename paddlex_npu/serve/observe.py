@@ -11,30 +11,21 @@ import re
 import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
+from ..errors import REPLIES, metric_of
 from . import metrics
+from .replies import CATEGORY_STATE_KEY
 
 access_logger = logging.getLogger("paddlex_npu.serve.access")
 
-CATEGORY_STATE_KEY = "paddlex_npu_error_category"  # set in scope["state"] by the app's error handlers
-PROBES = ("/health", "/ready")  # logged at DEBUG: a cluster probes them every few seconds
+PROBES = ("/health", "/ready")  # logged at DEBUG when they pass: a cluster probes them every few seconds
+UVICORN_NO_ANSWER = REPLIES["runtime"].status  # no answer started: the server's fault (uvicorn answers so)
 _LOG_ID = re.compile(rb'"logId"\s*:\s*"([^"\\]{1,200})"')
 
 
 def category(status: int, scope: Dict[str, Any]) -> str:
-    """The error category of an answer: the one an error handler recorded, else by status (see :mod:`.metrics`)."""
-    recorded = (scope.get("state") or {}).get(CATEGORY_STATE_KEY)
-    if recorded:
-        return str(recorded)
-    if status < 400:
-        return "none"
-    if status < 500:
-        return "input"
-    return "unavailable" if status == 503 else "runtime"
-
-
-def set_category(request: Any, value: str) -> None:
-    """For an error handler: the category of the error this request is answered with."""
-    request.scope.setdefault("state", {})[CATEGORY_STATE_KEY] = value
+    """The ``category`` label of an answer: the metrics label of the reply row whoever answered recorded
+    (:func:`.replies.record`), else by status (:func:`paddlex_npu.errors.metric_of`)."""
+    return metric_of((scope.get("state") or {}).get(CATEGORY_STATE_KEY), status)
 
 
 class ObservedApp:
@@ -68,7 +59,7 @@ class ObservedApp:
         try:
             await self.app(scope, receive, watched_send)
         finally:
-            status = answer["status"] or 500  # no answer started: the server's fault (uvicorn answers 500)
+            status = answer["status"] or UVICORN_NO_ANSWER
             self._record(scope, status, answer["head"], time.perf_counter() - start)
 
     def _record(self, scope: Dict[str, Any], status: int, head: bytes, seconds: float) -> None:
@@ -77,7 +68,7 @@ class ObservedApp:
         metrics.request_finished(path, status, cat, seconds)
         found = _LOG_ID.search(head)
         log_id: Optional[str] = found.group(1).decode(errors="replace") if found else None
-        level = logging.DEBUG if scope["path"] in PROBES and status < 400 else logging.INFO
+        level = logging.DEBUG if scope["path"] in PROBES and cat == REPLIES["ok"].metric else logging.INFO
         access_logger.log(
             level,
             "%s %s %d %.1f ms (%s) logId=%s",

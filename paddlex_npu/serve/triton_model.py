@@ -23,13 +23,12 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from ..errors import ConfigError, category_of
+from ..errors import ConfigError, PaddlexNpuError, RequestRefusedError
 from ..paddlex import serving as paddlex_serving
-from .fetch import UrlRefusedError, policy_from_parameters, raw_bytes
+from .fetch import policy_from_parameters, raw_bytes
 from .images import DecodeGuard, PixelLimits
 from .options import check_options
-from .replies import error_body, error_reply, ok_body
-from .route import pruned
+from .replies import answer, ok_body
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
 
@@ -64,14 +63,29 @@ def _log_error(text: str) -> None:
 
 
 def _route_failure(exc: Exception, log_id: Optional[str] = None) -> Dict[str, Any]:
-    """The answer to an error, from the one reply table (:func:`.replies.error_reply`); logged with its traceback
-    unless input. A device-fatal error (category ``device_lost``) marks this instance for exit (:data:`_LOST`)."""
-    status, body, _ = error_reply(exc, log_id)
-    if status >= 500:
+    """The answer's body to an error (:func:`.replies.answer`); logged with its traceback when the server's fault.
+    A device-fatal error (category ``device_lost``) marks this instance for exit (:data:`_LOST`)."""
+    reply = answer(exc, log_id)
+    if reply.server_fault:
         _log_error(f"paddlex-npu: a request failed ({type(exc).__name__}: {exc})")
-    if category_of(exc) == "device_lost":
+    if reply.category == "device_lost":
         _LOST.set()
-    return body
+    return reply.body
+
+
+def _refused(message: str, log_id: Optional[str] = None) -> Dict[str, Any]:
+    """The answer's body to a request refused as input (:class:`~..errors.RequestRefusedError`)."""
+    return _route_failure(RequestRefusedError(message), log_id)
+
+
+def _bad_file(exc: Exception, log_id: Optional[str]) -> Dict[str, Any]:
+    """The answer's body to a file that cannot be fetched or decoded: a categorised error by its row, PaddleX's
+    pixel bound as input, anything else as an invalid file."""
+    if isinstance(exc, PaddlexNpuError):
+        return _route_failure(exc, log_id)
+    too_large = paddlex_serving.serving_utils().ImageTooLargeError
+    why = str(exc) if isinstance(exc, too_large) else f"Invalid input file ({type(exc).__name__}: {exc})"
+    return _refused(why, log_id)
 
 
 # Set when an answer of this stub was device-fatal: once the batch is answered, the stub exits and the
@@ -96,7 +110,7 @@ DEVICE_LOST_EXIT = 75  # the stub's exit status after a lost device (EX_TEMPFAIL
 
 def _validation_failure(exc: Exception) -> Dict[str, Any]:
     errors = [{"type": e["type"], "loc": ".".join(map(str, e["loc"])), "msg": e["msg"]} for e in exc.errors()]
-    return error_body(422, json.dumps(errors))
+    return _refused(json.dumps(errors))
 
 
 def _fetch_counter() -> Any:
@@ -201,18 +215,18 @@ class OCRModel(_Model):
         serving_utils = paddlex_serving.serving_utils()
 
         if not body:
-            return error_body(422, f"empty request: the `{INPUT_NAME}` tensor must hold one JSON request")
+            return _refused(f"empty request: the `{INPUT_NAME}` tensor must hold one JSON request")
         try:
             request = infer_request.model_validate_json(body)
         except pydantic.ValidationError as exc:
             return _validation_failure(exc)
         try:
             file_type = paddlex_serving.ocr_file_type(request)
-        except HTTPException as exc:
-            return error_body(exc.status_code, str(exc.detail), request.logId)
+        except HTTPException as exc:  # PaddleX's answer (its status) to a file type it cannot tell
+            return _route_failure(exc, request.logId)
         problem = check_options(self.config, dict(self._options(request)))
         if problem:
-            return error_body(422, problem, request.logId)
+            return _refused(problem, request.logId)
         try:
             raw = raw_bytes(
                 request.file, self.urls, self.decoder.limits, max_num_imgs=self.max_num_imgs, count=self.count_fetch
@@ -220,10 +234,8 @@ class OCRModel(_Model):
             images, data_info = self.decoder.file_to_images(
                 serving_utils.file_to_images, raw, file_type, max_num_imgs=self.max_num_imgs
             )
-        except (serving_utils.ImageTooLargeError, UrlRefusedError) as exc:
-            return error_body(422, str(exc), request.logId)
         except Exception as exc:
-            return error_body(422, f"Invalid input file ({type(exc).__name__}: {exc})", request.logId)
+            return _bad_file(exc, request.logId)
         return request, images, data_info
 
     @staticmethod
@@ -261,7 +273,7 @@ class OCRModel(_Model):
                 )
             results.append(
                 {
-                    "prunedResult": pruned(item),
+                    "prunedResult": paddlex_serving.pruned(item),
                     "ocrImage": imgs.get("ocr_img"),
                     "docPreprocessingImage": imgs.get("doc_preprocessing_img"),
                     "inputImage": imgs.get("input_img"),
@@ -294,7 +306,7 @@ class OCRModel(_Model):
                 start += len(imgs)
                 bad = [p for p in mine if isinstance(p, dict) and p.keys() == {"error"}]
                 if bad:  # PaddleX's answer to settings the pipeline cannot take
-                    answers[i] = error_body(422, f"PaddleX: {bad[0]['error']}", request.logId)
+                    answers[i] = _refused(f"PaddleX: {bad[0]['error']}", request.logId)
                     continue
                 try:
                     answers[i] = self._result(request, imgs, info, mine)
@@ -318,23 +330,20 @@ class TextRecognitionModel(_Model):
             try:
                 request = json.loads(body)
             except ValueError:
-                answers[i] = error_body(422, f"the `{INPUT_NAME}` tensor must hold one JSON request")
+                answers[i] = _refused(f"the `{INPUT_NAME}` tensor must hold one JSON request")
                 continue
             if not isinstance(request, dict) or not isinstance(request.get("file"), str):
-                answers[i] = error_body(422, 'the request needs "file": a base64 image')
+                answers[i] = _refused('the request needs "file": a base64 image')
                 continue
             log_id = request.get("logId")
             if log_id is not None and not isinstance(log_id, str):
-                answers[i] = error_body(422, '"logId" must be a string')
+                answers[i] = _refused('"logId" must be a string')
                 continue
             try:
                 raw = base64.b64decode(request["file"], validate=True)
                 image = self.decoder.image_bytes_to_array(serving_utils.image_bytes_to_array, raw)
-            except serving_utils.ImageTooLargeError as exc:
-                answers[i] = error_body(422, str(exc), log_id)
-                continue
             except Exception as exc:
-                answers[i] = error_body(422, f"Invalid input file ({type(exc).__name__}: {exc})", log_id)
+                answers[i] = _bad_file(exc, log_id)
                 continue
             todo.append((i, log_id, image))
         if todo:
@@ -345,7 +354,7 @@ class TextRecognitionModel(_Model):
                     answers[i] = _route_failure(exc, log_id)
             else:
                 for (i, log_id, _), item in zip(todo, preds):
-                    answers[i] = ok_body({"prunedResult": pruned(item)}, log_id)
+                    answers[i] = ok_body({"prunedResult": paddlex_serving.pruned(item)}, log_id)
         return [a for a in answers if a is not None]
 
 

@@ -19,6 +19,7 @@ import http.client
 import threading
 import time
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -97,7 +98,7 @@ class StubWatchdog:
 
     def _ready(self) -> bool:
         try:
-            return self._request("GET", "/v2/health/ready", 5)[0] == 200
+            return self._request("GET", "/v2/health/ready", 5)[0] == HTTPStatus.OK
         except OSError:
             return False
 
@@ -144,7 +145,7 @@ class StubWatchdog:
             status, text = 0, str(exc)
         if self._stop.is_set():
             return
-        if status == 200:
+        if status == HTTPStatus.OK:
             self.reloads += 1
             self.say(f"triton-serve: {model!r} reloaded in {time.monotonic() - t0:.1f} s; it is ready again")
             return

@@ -175,7 +175,7 @@ def test_unknown_layout_is_refused(monkeypatch):
         from paddlex.inference.models.bindings import default_registry
 
         monkeypatch.delattr(default_registry, "_registry")
-    assert adapter.missing_hooks()
+    assert adapter.requires()
     with pytest.raises(UnsupportedPaddlexError, match="unknown layout, not patched"):
         patcher.load_adapter(name)
 

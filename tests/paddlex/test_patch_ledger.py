@@ -89,15 +89,13 @@ def test_the_serving_ledger_lists_exactly_what_serve_patches():
     through the records of ``paddlex/serving.py``, named by the ledger's Serving table, and undone to the very
     same objects."""
     pytest.importorskip("fastapi", reason="the serving extra (requirements/serving.txt): the 3.7 environment only")
-    from fastapi import FastAPI
-
     from paddlex_npu.paddlex import serving
     from paddlex_npu.serve import fetch, images
 
     utils = serving.serving_utils()
     originals = (utils.file_to_images, utils.MAX_IMAGE_PIXELS, utils.get_raw_bytes_async, utils.get_raw_bytes)
     images.install(images.PixelLimits(max_image_pixels=1234))
-    fetch.install(FastAPI(), fetch.UrlPolicy())
+    fetch.install(fetch.UrlPolicy())
     try:
         assert utils.MAX_IMAGE_PIXELS == 1234 and utils.file_to_images is not originals[0]
         assert utils.get_raw_bytes_async is not originals[2] and utils.get_raw_bytes is not originals[3]
@@ -111,3 +109,12 @@ def test_the_serving_ledger_lists_exactly_what_serve_patches():
     rows = [line for line in table.split("| patched | PaddleX | why | retired by |", 1)[1].splitlines()[2:]]
     listed = {n for row in rows if row.startswith("|") for n in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
     assert patched == listed, (patched, listed)
+
+
+def test_the_serving_ledger_lists_every_operation_of_the_adapter():
+    """Each assumption the adapter makes about PaddleX's serving app is a named operation, listed in the ledger."""
+    from paddlex_npu.paddlex import serving
+
+    table = LEDGER.read_text(encoding="utf-8").split("| operation | what it assumes", 1)[1].split("\n\n", 1)[0]
+    listed = [re.findall(r"`([^`]+)`", row.split(" | ")[0])[0] for row in table.splitlines()[2:]]
+    assert listed == list(serving.OPERATIONS)

@@ -404,10 +404,10 @@ def test_a_second_install_replaces_the_first():
 
 def test_install_refuses_a_paddlex_that_cannot_size_pdf_pages(monkeypatch):
     """Without PaddleX's PDF page sizing, every PDF would pass the guard unchecked: serving is refused instead."""
-    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.errors import UnsupportedPaddlexError
     from paddlex_npu.paddlex import serving
 
     monkeypatch.delattr(serving.serving_utils(), "get_pdf_render_scale_within_pixel_limit")
-    with pytest.raises(ConfigError, match="get_pdf_render_scale_within_pixel_limit.*PaddleX 3.7"):
+    with pytest.raises(UnsupportedPaddlexError, match="get_pdf_render_scale_within_pixel_limit.*PaddleX 3.7"):
         images.install(PixelLimits(5000, 5000))
     assert serving.uninstall_decoders() == []  # nothing was patched

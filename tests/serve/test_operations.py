@@ -224,7 +224,7 @@ def test_metrics_folder_removed_at_shutdown(server, traffic):
 
 def test_error_categories_in_process():
     """The category label of each kind of answer, through the same middleware and store (no server): a category an
-    error handler recorded wins; else 4xx is the client's input, 503 unavailable, other 5xx runtime."""
+    error handler recorded wins (its row's metrics label); else 4xx is the client's input, 5xx runtime."""
     import asyncio
 
     from paddlex_npu.serve import metrics, observe
@@ -255,7 +255,7 @@ def test_error_categories_in_process():
             for s in family.samples
         }
         assert value(samples, "paddlex_npu_requests_total", path="/dev", status="503", category="device") == 1
-        assert value(samples, "paddlex_npu_requests_total", path="/busy", status="503", category="unavailable") == 1
+        assert value(samples, "paddlex_npu_requests_total", path="/busy", status="503", category="runtime") == 1
         assert value(samples, "paddlex_npu_requests_total", path="/bug", status="500", category="runtime") == 2
         assert value(samples, "paddlex_npu_warmed_up") == 0  # no worker loaded in this store
     finally:

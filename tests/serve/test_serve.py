@@ -19,7 +19,7 @@ import pytest
 
 from paddlex_npu import errors
 from paddlex_npu.run.gears import InputShapeError
-from paddlex_npu.serve.replies import route_error
+from paddlex_npu.serve.replies import answer
 from paddlex_npu.serve.route import parse_devices
 from tests.serve.conftest import children, free_ports, server_env, stop, wait_busy, wait_until
 
@@ -149,14 +149,14 @@ def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, images, body,
 
 def test_route_errors_map_to_status_codes():
     def status(exc):
-        return route_error(exc)[0]
+        return answer(exc).status
 
     assert status(InputShapeError("x")) == 422
     assert status(errors.ConfigError("x")) == 500 and status(errors.DeviceCallError("x")) == 503
     assert status(errors.RuntimeUnavailableError("x")) == 503 and status(ValueError()) == 500
-    assert route_error(ValueError("secret"))[1]["errorMsg"].startswith("Internal server error (ValueError)")
-    assert "secret" not in route_error(ValueError("secret"))[1]["errorMsg"]
-    assert route_error(InputShapeError("too wide"))[1]["errorMsg"] == "InputShapeError: too wide"
+    assert answer(ValueError("secret")).body["errorMsg"].startswith("Internal server error (ValueError)")
+    assert "secret" not in answer(ValueError("secret")).body["errorMsg"]
+    assert answer(InputShapeError("too wide")).body["errorMsg"] == "InputShapeError: too wide"
     assert parse_devices("npu:0,1") == [0, 1] and parse_devices("npu") == [0]
     for bad in ("gpu:0", "npu:a", "npu:0,0"):
         with pytest.raises(errors.ConfigError, match="device"):

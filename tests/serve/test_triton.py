@@ -131,7 +131,8 @@ def test_recognition_answers_convert_results_without_paddlex_deep_copy(npu_pipel
     import cv2
     from paddlex.inference.serving.basic_serving._pipeline_apps._common.common import prune_result
 
-    from paddlex_npu.serve.route import _plain, pruned
+    from paddlex_npu.paddlex.serving import plain as _plain
+    from paddlex_npu.paddlex.serving import pruned
 
     (result,) = list(npu_pipeline.text_rec_model.predict([cv2.imread(str(images["english"]))]))
     assert _plain(result) and pruned(result) == prune_result(result.json["res"])

@@ -76,6 +76,23 @@ def test_the_docs_table_is_the_reply_table():
     assert table == errors.markdown_table(), "docs/errors.md is stale: paste errors.markdown_table() into it"
 
 
+def test_the_monitoring_pages_category_table_is_generated_from_the_reply_table():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "monitoring.md").read_text(encoding="utf-8")
+    table = page.split("<!-- table: generated from paddlex_npu/errors.py -->\n", 1)[1].split("<!-- end of table", 1)[0]
+    assert table == errors.metrics_markdown_table(), "docs/monitoring.md is stale: paste metrics_markdown_table()"
+
+
+def test_a_refused_request_answers_its_row_with_its_message_as_is():
+    assert errors.RequestRefusedError("bad field").category == "input"
+    assert errors.RequestRefusedError("full", "overload").category == "overload"
+    with pytest.raises(ValueError, match="no reply row 'nope'"):
+        errors.RequestRefusedError("x", "nope")
+    assert errors.metric_of("too_large", 413) == "input" and errors.metric_of(None, 404) == "input"
+    assert errors.metric_of(None, 204) == "none" and errors.metric_of(None, 502) == "runtime"
+
+
 def test_every_category_an_error_class_has_is_in_the_reply_table():
     classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, errors.PaddlexNpuError)]
     assert {c.category for c in classes if isinstance(c.category, str)} <= set(errors.REPLIES)

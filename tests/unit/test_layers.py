@@ -196,3 +196,80 @@ def test_every_error_class_is_in_errors_py():
     # Also one of PaddleX's own exception classes, which errors.py (no PaddleX) cannot import.
     strays = [s for s in strays if s != "paddlex_npu.paddlex.paddlex_34.UnknownModelError"]
     assert not strays, f"move these to paddlex_npu/errors.py: {strays}"
+
+
+# ---- one house: every status from the reply table, every reach into PaddleX's serving app through the adapter ----
+# HTTP statuses (and nginx's 499, client closed): an int literal of one of these values is a status.
+STATUSES = {int(s) for s in __import__("http").HTTPStatus} | {499}
+ANSWERING = ("serve", "ray", "deploy")  # the layers that answer requests; their statuses come from errors.REPLIES
+NOT_STATUS_CALLS = {"_warmup_png"}  # a call whose numeric arguments are sizes: deploy's warm-up image (200 x 48)
+# PaddleX's serving internals: attributes only paddlex/serving.py (the adapter) may reach.
+INTERNAL_ATTRS = {"dependant", "lifespan_context", "_to_json"}
+
+
+def status_literals(source: str) -> list:
+    """(line, value) of each int literal in ``source`` that is an HTTP status."""
+    tree = ast.parse(source)
+    exempt = {  # a size: a slice's bound, an argument of a call that takes sizes
+        id(child)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Slice)
+        or (isinstance(node, ast.Call) and getattr(node.func, "id", None) in NOT_STATUS_CALLS)
+        for child in (node.args if isinstance(node, ast.Call) else (node.lower, node.upper, node.step))
+    }
+    return sorted(
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and type(n.value) is int and n.value in STATUSES and id(n) not in exempt
+    )
+
+
+def paddlex_serving_reaches(source: str) -> list:
+    """(line, reach) of each attribute of PaddleX's serving internals: ``dependant`` (``.call``), the router's
+    ``lifespan_context``, a result's ``_to_json``, the app's ``state.context``, its ``ctx.pipeline``."""
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        if not isinstance(n, ast.Attribute):
+            continue
+        owner = n.value.attr if isinstance(n.value, ast.Attribute) else getattr(n.value, "id", "")
+        if (
+            n.attr in INTERNAL_ATTRS
+            or (n.attr == "context" and owner == "state")
+            or (n.attr == "pipeline" and owner in ("ctx", "context"))
+        ):
+            found.append((n.lineno, f"{owner}.{n.attr}"))
+    return sorted(found)
+
+
+def test_the_scans_catch_a_status_literal_and_a_reach_into_paddlex():
+    snippet = (
+        "raise HTTPException(status_code=422, detail='no')\n"
+        "ok = status < 500\n"
+        "route.dependant.call = wrapped\n"
+        "app.router.lifespan_context = mine\n"
+        "ctx = app.state.context\n"
+        "ctx.pipeline = ours\n"
+        "same = type(result)._to_json is to_json\n"
+        "png = _warmup_png(200, 48)\n"
+        "head = body[:300]\n"
+    )
+    assert status_literals(snippet) == [(1, 422), (2, 500)]
+    reaches = [r for _, r in paddlex_serving_reaches(snippet)]
+    expected = ["route.dependant", "router.lifespan_context", "state.context", "ctx.pipeline", "._to_json"]
+    assert reaches == expected  # ``type(result)._to_json``: an owner that is a call, named by nothing
+
+
+def test_statuses_come_from_the_reply_table_and_paddlex_serving_from_its_adapter():
+    """0 HTTP status literals in the layers that answer requests (each answer's status is a row of
+    ``errors.REPLIES``, chosen by ``serve.replies.answer``); 0 reaches into PaddleX's serving app outside
+    ``paddlex/`` (its adapter, ``paddlex/serving.py``)."""
+    statuses, reaches = [], []
+    for name, path in modules():
+        source = path.read_text(encoding="utf-8")
+        where = path.relative_to(PACKAGE)
+        if layer_of(name) in ANSWERING:
+            statuses += [f"{where}:{line}: {value}" for line, value in status_literals(source)]
+        if layer_of(name) != "paddlex":
+            reaches += [f"{where}:{line}: {what}" for line, what in paddlex_serving_reaches(source)]
+    assert not statuses, f"status literals outside errors.REPLIES (raise a categorised error instead): {statuses}"
+    assert not reaches, f"reaches into PaddleX's serving app outside paddlex/serving.py: {reaches}"
