@@ -110,4 +110,4 @@ def _auto_install() -> bool:
 
 if _auto_install():
     use_system_font()  # result images drawn with a font that is here, or one warning (paddlex/fonts.py)
-    install_when_paddlex_loads()
+    install_when_paddlex_loads(install, is_installed)

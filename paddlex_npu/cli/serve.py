@@ -31,7 +31,7 @@ def run_serve(args: argparse.Namespace) -> int:
         config = load_config(args.pipeline)
         check_route_config(config, str(args.pipeline))
         start = time.monotonic()
-        workers = options.workers * len(options.devices)
+        workers = options.server.workers * len(options.server.devices)
         print(
             f"paddlex-npu serve: loading the pipeline in {workers} worker process(es) (/ready answers 503 until "
             "they are loaded; tens of seconds each on a busy CPU)",
@@ -41,8 +41,8 @@ def run_serve(args: argparse.Namespace) -> int:
             config,
             options,
             on_ready=lambda url: print(
-                f"paddlex-npu serve: {url} ({options.workers} worker(s) "
-                f"on each of npu:{','.join(map(str, options.devices))}, loaded in {time.monotonic() - start:.0f} s)",
+                f"paddlex-npu serve: {url} ({options.server.workers} worker(s) on each of "
+                f"npu:{','.join(map(str, options.server.devices))}, loaded in {time.monotonic() - start:.0f} s)",
                 flush=True,
             ),
         )
@@ -55,29 +55,33 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def _serve_options(args: argparse.Namespace, devices: tuple):
     from ..serve.auth import AccessTokens
-    from ..serve.http import ServeOptions
+    from ..serve.settings import AppSettings, ServeOptions, ServerSettings
 
-    options = ServeOptions(
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    certfile, keyfile = tls_files(args)
+    app = AppSettings(
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_image_pixels=args.max_image_pixels,
+        max_request_pixels=args.max_request_pixels,
+        max_queue=args.max_queue,
+        urls=url_policy(args, args.max_body_mb, "serve"),
+        tokens=AccessTokens.load(args.token_file, args.metrics_token_file),
+    )
+    server = ServerSettings(
         host=args.host,
         port=args.port,
         workers=args.workers,
         devices=devices,
         runtime=args.runtime,
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-        max_image_pixels=args.max_image_pixels,
-        max_request_pixels=args.max_request_pixels,
-        max_queue=args.max_queue,
         request_timeout=args.request_timeout or None,
         restart_limit=args.restart_limit,
         restart_window=args.restart_window,
         shutdown_grace=args.shutdown_grace,
-        urls=url_policy(args, args.max_body_mb, "serve"),
-        tokens=AccessTokens.load(args.token_file, args.metrics_token_file),
+        tls_certfile=certfile,
+        tls_keyfile=keyfile,
     )
-    options.tls_certfile, options.tls_keyfile = tls_files(args)
-    if options.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {options.workers}")
-    return options
+    return ServeOptions(app, server)
 
 
 def check_port(host: str, port: int) -> None:
@@ -109,7 +113,7 @@ def cause_first_and_last(text: str) -> str:
 
 def serve_args(p: argparse.ArgumentParser) -> None:
     from ..log import FORMATS, LEVELS
-    from ..serve import http
+    from ..serve import images, settings
 
     p.add_argument("pipeline", help="PaddleX pipeline YAML (model_dir of each SubModule: an OM package)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
@@ -122,29 +126,34 @@ def serve_args(p: argparse.ArgumentParser) -> None:
         help="backend_config runtime: ais_bench (the NPU), reference (CPU, ONNX Runtime), simulated (CPU outputs "
         "with modelled NPU timing, as benchmark --serve) (default: $PADDLEX_NPU_RUNTIME, else ais_bench)",
     )
-    p.add_argument("--max-body-mb", type=positive_number, default=64, help="largest request body in MB (413 above)")
+    p.add_argument(
+        "--max-body-mb",
+        type=positive_number,
+        default=settings.DEFAULT_MAX_BODY_BYTES // (1024 * 1024),
+        help="largest request body in MB (413 above)",
+    )
     p.add_argument(
         "--max-image-pixels",
         type=positive_int,
-        default=http.DEFAULT_MAX_IMAGE_PIXELS,
+        default=images.DEFAULT_MAX_IMAGE_PIXELS,
         help="largest image or PDF page, width x height, read from its header before decoding (422 above)",
     )
     p.add_argument(
         "--max-request-pixels",
         type=positive_int,
-        default=http.DEFAULT_MAX_REQUEST_PIXELS,
+        default=images.DEFAULT_MAX_REQUEST_PIXELS,
         help="all pages of one request together (422 above)",
     )
     p.add_argument(
         "--max-queue",
         type=positive_int,
-        default=http.DEFAULT_MAX_QUEUE,
+        default=settings.DEFAULT_MAX_QUEUE,
         help="requests waiting for a worker; beyond, 503 + Retry-After at once",
     )
     p.add_argument(
         "--request-timeout",
         type=seconds_or_zero,
-        default=http.DEFAULT_REQUEST_TIMEOUT,
+        default=settings.DEFAULT_REQUEST_TIMEOUT,
         help="seconds a worker may spend on one request: 504 and the worker replaced above; 0: none",
     )
     p.add_argument(

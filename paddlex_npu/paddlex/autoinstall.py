@@ -8,11 +8,16 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
+
+Install = Callable[[], Any]  # the patcher's install, given by the caller (this module imports no patcher)
 
 
 class _InstallAfterImport(importlib.abc.MetaPathFinder):
     """A one-shot finder: lets ``import paddlex`` run as usual, then installs the route."""
+
+    def __init__(self, install: Install, is_installed: Callable[[], bool]) -> None:
+        self._install, self._is_installed = install, is_installed
 
     def find_spec(self, name: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
         if name != "paddlex":
@@ -26,10 +31,8 @@ class _InstallAfterImport(importlib.abc.MetaPathFinder):
 
         def exec_then_install(module: Any) -> None:
             exec_module(module)
-            from .patcher import install, is_installed
-
-            if not is_installed():
-                install()
+            if not self._is_installed():
+                self._install()
 
         spec.loader.exec_module = exec_then_install  # type: ignore[method-assign]
         return spec
@@ -43,14 +46,12 @@ def take_pending() -> bool:
     return pending
 
 
-def install_when_paddlex_loads() -> None:
-    """Install now if PaddleX is loaded, else as soon as it is; nothing when PaddleX is not installed."""
-    from .patcher import install, is_installed
-
+def install_when_paddlex_loads(install: Install, is_installed: Callable[[], bool]) -> None:
+    """``install()`` now if PaddleX is loaded, else as soon as it is; nothing when PaddleX is not installed."""
     if "paddlex" in sys.modules:
         if not is_installed():
             install()
     elif importlib.util.find_spec("paddlex") is not None and not any(
         isinstance(f, _InstallAfterImport) for f in sys.meta_path
     ):
-        sys.meta_path.insert(0, _InstallAfterImport())
+        sys.meta_path.insert(0, _InstallAfterImport(install, is_installed))

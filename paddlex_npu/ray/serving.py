@@ -115,16 +115,11 @@ class PipelineReplica:
     ) -> None:
         os.environ.update(env or {})
         from ..paddlex.pipelines import pipeline_on_device
-        from ..serve.http import ServeOptions
+        from ..serve.settings import AppSettings
 
-        options = ServeOptions()
-        if max_body_bytes is not None:
-            options.max_body_bytes = max_body_bytes
-        if max_image_pixels is not None:
-            options.max_image_pixels = max_image_pixels
-        for key, value in (guard or {}).items():  # urls (serve.fetch.UrlPolicy), tokens (serve.auth.AccessTokens)
-            setattr(options, key, value)
-        self.options = options
+        given = {"max_body_bytes": max_body_bytes, "max_image_pixels": max_image_pixels}
+        # guard: urls (serve.fetch.UrlPolicy), tokens (serve.auth.AccessTokens)
+        self.options = AppSettings(**{k: v for k, v in given.items() if v is not None}, **(guard or {}))
         self.config = config
         self.device_id = assigned_device_id()
         pipeline = instrument(pipeline_on_device(config, self.device_id, runtime), self.device_id)

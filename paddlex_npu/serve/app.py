@@ -10,7 +10,7 @@ import contextlib
 import contextvars
 import json
 import uuid
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Dict, Optional, Tuple
+from typing import Any, AsyncIterator, Callable, Dict, Optional, Tuple
 
 from ..errors import PaddlexNpuError, RequestRefusedError, WorkerFailureError
 from ..executor.pool import Pool
@@ -21,10 +21,7 @@ from . import images as pixel_guard
 from .guard import _CALL, Guard, State
 from .images import PixelLimits
 from .options import check_options
-
-if TYPE_CHECKING:
-    from .http import ServeOptions
-
+from .settings import AppSettings
 
 _GONE = "the client closed the connection"
 
@@ -103,7 +100,7 @@ class _NoPipeline:
         pass
 
 
-def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: ServeOptions) -> Tuple[Any, State]:
+def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: AppSettings) -> Tuple[Any, State]:
     """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
     limits = PixelLimits(options.max_image_pixels, options.max_request_pixels)
     config = dict(pipeline_config)

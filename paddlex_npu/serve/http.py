@@ -6,59 +6,30 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional
 
 from ..executor.pool import RestartBudget, WorkerPool
-from . import auth, fetch, metrics
+from . import metrics
 from .app import create_app
 from .guard import State
-from .images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
+from .settings import ServeOptions, ServerSettings
 from .workers import check_packages, create_pool
-
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_QUEUE = 64  # requests waiting for a worker, beyond those running; 503 + Retry-After above
-DEFAULT_REQUEST_TIMEOUT = 120.0  # seconds a worker may spend on one request; 504 above, and the worker replaced
-
-
-@dataclass
-class ServeOptions:
-    host: str = "127.0.0.1"
-    port: int = 8080
-    workers: int = 1
-    devices: tuple = (0,)
-    runtime: Optional[str] = None
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
-    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
-    max_queue: int = DEFAULT_MAX_QUEUE
-    request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT
-    restart_limit: Optional[int] = None  # worker restarts per restart_window (default 2 per worker)
-    restart_window: float = 600.0
-    shutdown_grace: float = 0.0  # seconds answering 503 after SIGTERM before the port closes
-    drain_timeout: float = 60.0  # longest wait for requests in flight at shutdown
-    urls: fetch.UrlPolicy = fetch.UrlPolicy()  # URL inputs: refused unless hosts are allowed
-    tokens: auth.AccessTokens = auth.AccessTokens()  # bearer tokens: none needed unless given
-    tls_certfile: Optional[str] = None  # HTTPS with uvicorn's ssl options
-    tls_keyfile: Optional[str] = None
 
 
 def make_pool(pipeline_config: Dict[str, Any], options: ServeOptions) -> WorkerPool:
     """The server's worker pool, not started; the YAML's model packages are checked first
     (:class:`~..errors.ModelFileError` naming the SubModule, model and folder)."""
     check_packages(pipeline_config)
-    budget = RestartBudget(
-        options.restart_limit if options.restart_limit is not None else 2 * options.workers * len(options.devices),
-        options.restart_window,
-    )
+    server = options.server
+    limit = server.restart_limit if server.restart_limit is not None else 2 * server.workers * len(server.devices)
     return create_pool(
         pipeline_config,
-        options.devices,
-        options.workers,
-        options.runtime,
-        max_queue=options.max_queue,
-        timeout=options.request_timeout,
-        restarts=budget,
+        server.devices,
+        server.workers,
+        server.runtime,
+        max_queue=options.app.max_queue,
+        timeout=server.request_timeout,
+        restarts=RestartBudget(limit, server.restart_window),
     )
 
 
@@ -72,24 +43,24 @@ def serve(
     stop the workers and return (the CLI exits 0)."""
     import uvicorn
 
-    store = metrics.start(options.devices, options.workers)  # before the workers: they inherit its folder
+    store = metrics.start(options.server.devices, options.server.workers)  # before the workers: they inherit its folder
     pool = make_pool(pipeline_config, options)
     failed: list = []
     try:
-        app, state = create_app(pipeline_config, pool, options)
+        app, state = create_app(pipeline_config, pool, options.app)
         state.pool = None  # starting: /ready 503 until the workers are loaded
         config = uvicorn.Config(  # uvicorn's records go to the handlers the program set (log.configure_logging)
             app,
-            host=options.host,
-            port=options.port,
+            host=options.server.host,
+            port=options.server.port,
             log_level="info",
             log_config=None,
             access_log=False,  # observe.ObservedApp logs each request
             timeout_graceful_shutdown=5,
-            ssl_certfile=options.tls_certfile,
-            ssl_keyfile=options.tls_keyfile,
+            ssl_certfile=options.server.tls_certfile,
+            ssl_keyfile=options.server.tls_keyfile,
         )
-        server = _draining_server(config, state, options)
+        server = _draining_server(config, state, options.server)
 
         def start_workers() -> None:
             try:
@@ -100,7 +71,8 @@ def serve(
                 return
             state.pool = pool
             if on_ready:
-                on_ready(f"{'https' if options.tls_certfile else 'http'}://{options.host}:{options.port}")
+                scheme = "https" if options.server.tls_certfile else "http"
+                on_ready(f"{scheme}://{options.server.host}:{options.server.port}")
 
         threading.Thread(target=start_workers, name="paddlex-npu-start", daemon=True).start()
         server.run()
@@ -111,7 +83,7 @@ def serve(
         raise failed[0]
 
 
-def _draining_server(config: Any, state: State, options: ServeOptions) -> Any:
+def _draining_server(config: Any, state: State, settings: ServerSettings) -> Any:
     """uvicorn's server that drains at the first SIGTERM/SIGINT: ``/ready`` and new requests 503 (the guard reads
     ``state.draining``), the requests in flight answered (up to ``drain_timeout``, at least ``shutdown_grace``),
     then exit 0; a second signal stops at once."""
@@ -126,8 +98,8 @@ def _draining_server(config: Any, state: State, options: ServeOptions) -> Any:
 
         def _drain(self, sig: int, frame: Any) -> None:
             start = time.monotonic()
-            while time.monotonic() - start < options.drain_timeout:
-                if state.in_flight == 0 and time.monotonic() - start >= options.shutdown_grace:
+            while time.monotonic() - start < settings.drain_timeout:
+                if state.in_flight == 0 and time.monotonic() - start >= settings.shutdown_grace:
                     break
                 time.sleep(0.05)
             clean = state.in_flight == 0

@@ -12,7 +12,8 @@ from paddlex_npu.errors import UnsupportedPaddlexError  # noqa: E402
 from paddlex_npu.paddlex import serving  # noqa: E402
 from paddlex_npu.samples import assets  # noqa: E402
 from paddlex_npu.serve.app import _NoPipeline, create_app  # noqa: E402
-from paddlex_npu.serve.http import ServeOptions, make_pool  # noqa: E402
+from paddlex_npu.serve.http import make_pool  # noqa: E402
+from paddlex_npu.serve.settings import AppSettings, ServeOptions  # noqa: E402
 
 # OCR's app and the document pipelines' (PaddleX's _pipeline_apps: ocr, table_recognition(_v2), layout_parsing,
 # pp_structurev3)
@@ -69,6 +70,6 @@ def test_serve_refuses_to_start_on_an_app_that_lacks_an_assumption(
     before = serving.patched_attributes()
     pool = make_pool(ocr_config, ServeOptions())  # not started: the refusal comes before any worker
     with pytest.raises(UnsupportedPaddlexError, match=f"{operation}: .*{attribute}") as info:
-        create_app(ocr_config, pool, ServeOptions())
+        create_app(ocr_config, pool, AppSettings())
     assert "unknown layout, not served" in str(info.value)
     assert serving.patched_attributes() == before  # nothing was patched

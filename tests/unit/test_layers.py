@@ -273,3 +273,50 @@ def test_statuses_come_from_the_reply_table_and_paddlex_serving_from_its_adapter
             reaches += [f"{where}:{line}: {what}" for line, what in paddlex_serving_reaches(source)]
     assert not statuses, f"status literals outside errors.REPLIES (raise a categorised error instead): {statuses}"
     assert not reaches, f"reaches into PaddleX's serving app outside paddlex/serving.py: {reaches}"
+
+
+def import_graph() -> dict:
+    """Module -> the package's modules it imports (every import, function-level ones included)."""
+    names = {n for n, _ in modules()}
+    graph: dict = {}
+    for name, path in modules():
+        targets = set()
+        for target in imports(name, path):
+            while target and target not in names and "." in target:  # `from .x import name` names x
+                target = target.rsplit(".", 1)[0]
+            if target in names and target not in (name, "paddlex_npu"):
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: dict) -> list:
+    """The import loops of ``graph``: one list of modules per loop found by a depth-first walk."""
+    found, done, path = [], set(), []
+
+    def walk(node: str) -> None:
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                found.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in done:
+                walk(nxt)
+        path.pop()
+        done.add(node)
+
+    for node in sorted(graph):
+        if node not in done:
+            walk(node)
+    return found
+
+
+def test_the_circle_finder_finds_a_planted_loop():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    """No two modules import each other, directly or around a loop, at module or function level: a lazy import
+    that closes a loop hides a layering mistake rather than fixing it."""
+    loops = circles(import_graph())
+    assert not loops, "\n".join(" -> ".join(loop) for loop in loops)
