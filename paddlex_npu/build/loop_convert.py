@@ -120,7 +120,11 @@ def _needs_first(spec: LoopSpec, seen: Shapes, firsts: Shapes) -> bool:
     return any(int(np.prod(firsts[n][0])) != int(np.prod(seen[n][0])) for n in names)
 
 
-def _manifest(model: Any, data_dependent: List[str], soc: str, precision: str, path: Path) -> mf.OMManifest:
+def _manifest(
+    model: Any, data_dependent: List[str], soc: str, precision: str, path: Path, steps: Dict[str, int]
+) -> mf.OMManifest:
+    """A part's manifest: static, or (the tail) dymshape with data-dependent outputs, where ``steps`` names the
+    inputs stacked over the steps (a Loop's scan outputs: dim 0 from 1 to the trip count, -1 when unbounded)."""
     from onnx.helper import tensor_dtype_to_np_dtype
 
     specs = [
@@ -128,7 +132,7 @@ def _manifest(model: Any, data_dependent: List[str], soc: str, precision: str, p
             name=i.name,
             dtype=str(tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)),
             format="NCHW" if len(i.type.tensor_type.shape.dim) == 4 else "ND",
-            shape=[d.dim_value for d in i.type.tensor_type.shape.dim],
+            shape=[d.dim_value or -1 for d in i.type.tensor_type.shape.dim],
         )
         for i in model.graph.input
     ]
@@ -136,7 +140,10 @@ def _manifest(model: Any, data_dependent: List[str], soc: str, precision: str, p
     if data_dependent:
         man = mf.OMManifest(
             mode="dymshape",
-            inputs=[s.model_copy(update={"range": [(d, d) for d in s.shape]}) for s in specs],
+            inputs=[
+                s.model_copy(update={"range": [(1, steps[s.name]) if d < 0 else (d, d) for d in s.shape]})
+                for s in specs
+            ],
             data_dependent=data_dependent,
             outputs=outputs,
         )
@@ -185,6 +192,10 @@ def split_parts(
     _declare(sg.step.graph.output, seen)
     _declare(sg.tail.graph.input, seen)
     _declare(sg.tail.graph.output, seen, open_dims=True)
+    scanned = {result: spec.max_steps or -1 for _, result in spec.scans}
+    for v in sg.tail.graph.input:  # a stack over the steps: as many rows as the decoder ran
+        if v.name in scanned:
+            v.type.tensor_type.shape.dim[0].dim_param = "steps"
     parts = []
     models = [("", sg.encoder), ("step", sg.step), ("tail", sg.tail)] + ([("first", first)] if first else [])
     for folder, model in models:
@@ -193,12 +204,13 @@ def split_parts(
         vector_scalars(model)
         onnx.save(model, str(path))
         dd = [o.name for o in model.graph.output] if folder == "tail" else []
-        man = _manifest(model, dd, soc, precision, path)
+        man = _manifest(model, dd, soc, precision, path, scanned if folder == "tail" else {})
         dims = _declared_dims(proto) if dd else derive_file(path, dd)
         parts.append(Part(folder, path, man.model_copy(update={"output_dims": dims})))
     notes = [
         f"the model's Loop {spec.node} (a data-dependent decoder, up to {spec.max_steps or 'unbounded'} steps) "
-        "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), step/ and "
-        "tail/ OM packages, the loop run on the host: one device call per decoded step",
+        "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), "
+        f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host: one device call per "
+        "decoded step",
     ]
     return parts, spec, notes

@@ -99,6 +99,16 @@ def run_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _atc_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
+    p.add_argument(
+        "--cann-version",
+        default="8",
+        choices=("7", "8"),
+        help="the CANN generation whose ATC builds the OM: its ONNX operator support is checked (default: 8)",
+    )
+
+
 def convert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model_dir", type=Path, help="PaddleX model folder: inference.yml + inference.onnx, .pdmodel or .json (PIR)"
@@ -114,13 +124,7 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         choices=("dymshape", "gears", "static"),
         help="shape mode of the OM (Ascend 310/310B need gears or static)",
     )
-    p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
-    p.add_argument(
-        "--cann-version",
-        default="8",
-        choices=("7", "8"),
-        help="the CANN generation whose ATC builds the OM: its ONNX operator support is checked (default: 8)",
-    )
+    _atc_args(p)
     p.add_argument(
         "--gears", help="with --mode gears: 'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'"
     )

@@ -59,6 +59,7 @@ class LoopSpec(BaseModel):
     cond_shape: Optional[List[int]] = None  # the step's condition input (the shape its output has)
     carried: List[Carried]
     scans: List[Tuple[str, str]] = []  # (step output, Loop result) stacked over the steps
+    outer: List[str] = []  # values of the main graph the body reads by name: encoder outputs, step inputs
     tail_inputs: List[str]  # names from the encoder's outputs and the Loop's results
 
 
@@ -183,55 +184,71 @@ def _elem_types(proto: Any) -> Dict[str, int]:
     return types
 
 
-def split_loop(proto: Any) -> SplitGraphs:
-    """The encoder, step and tail models of ``proto`` (one top-level Loop, no Loop inside its body)."""
-    from onnx import numpy_helper
-
-    graph = proto.graph
+def _the_loop(graph: Any) -> int:
     loops = top_loops(graph)
     if len(loops) != 1:
         raise ConvertError(f"the graph has {len(loops)} top-level Loop nodes: convert splits a model around one")
-    li = loops[0]
-    loop = graph.node[li]
+    loop = graph.node[loops[0]]
     body = next(a.g for a in loop.attribute if a.name == "body")
     if any(n.op_type in ("Loop", "Scan") for n in body.node):
         raise ConvertError(f"{loop.name}: a Loop inside a Loop's body cannot be split into device models")
-    consts = _constants(graph)
-    types = _elem_types(proto)
-    n_carried = len(loop.input) - 2
+    return loops[0]
+
+
+def _carried(graph: Any, li: int, consts: Dict[str, Any]) -> Tuple[List[Carried], List[Any]]:
+    """The carried values the host passes from step to step, and the loop-invariant constants folded into the step
+    as weights (a pass-through of a constant whose final value nothing after the Loop reads)."""
+    from onnx import numpy_helper
+
+    loop = graph.node[li]
+    body = next(a.g for a in loop.attribute if a.name == "body")
     used_after = {i for n in graph.node[li + 1 :] for i in n.input} | {o.name for o in graph.output}
-    body_in = [v.name for v in body.input]
-    body_out = [v.name for v in body.output]
     folded, carried = [], []
-    for k in range(n_carried):
-        init, b_in, b_out, result = loop.input[2 + k], body_in[2 + k], body_out[1 + k], loop.output[k]
+    for k in range(len(loop.input) - 2):
+        init, b_in, b_out, result = loop.input[2 + k], body.input[2 + k].name, body.output[1 + k].name, loop.output[k]
         passthrough = b_in == b_out
         if passthrough and init in consts and result not in used_after:
             folded.append(numpy_helper.from_array(consts[init], b_in))
             continue
         carried.append(Carried(init=init, input=b_in, output=None if passthrough else b_out, result=result))
+    return carried, folded
+
+
+def _tail(graph: Any, li: int, consts: Dict[str, Any]) -> Tuple[List[Any], List[str], List[str]]:
+    """The nodes after the Loop that make the outputs, the values they read (Loop results, encoder outputs), and the
+    constants of the main graph they read (copied into the tail as weights)."""
+    loop_results = set(graph.node[li].output)
+    nodes = _needed(list(graph.node[li + 1 :]), {o.name for o in graph.output})
+    produced = {o for n in nodes for o in n.output}
+    reads = {i for n in nodes for i in list(n.input) + sorted(_outer_refs(n))} - produced - {""}
+    inputs = [t for t in sorted(reads) if t not in consts or t in loop_results]
+    weights = sorted(({i for n in nodes for i in n.input} & set(consts)) - loop_results - produced)
+    return nodes, inputs, weights
+
+
+def split_loop(proto: Any) -> SplitGraphs:
+    """The encoder, step and tail models of ``proto`` (one top-level Loop, no Loop inside its body)."""
+    from onnx import numpy_helper
+
+    graph = proto.graph
+    li = _the_loop(graph)
+    loop = graph.node[li]
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    consts, types = _constants(graph), _elem_types(proto)
+    outer_refs = sorted(_outer_refs(loop))
+    outer = [r for r in outer_refs if r not in consts]
+    carried, folded = _carried(graph, li, consts)
+    n_carried = len(loop.input) - 2
+    body_out = [v.name for v in body.output]
     scans = [(body_out[1 + n_carried + j], loop.output[n_carried + j]) for j in range(len(body_out) - 1 - n_carried)]
-    loop_results = set(loop.output)
-    tail_nodes = list(graph.node[li + 1 :])
-    tail_nodes = _needed(tail_nodes, {o.name for o in graph.output})
-    produced_in_tail = {o for n in tail_nodes for o in n.output}
-    tail_inputs = sorted(
-        {i for n in tail_nodes for i in list(n.input) + sorted(_outer_refs(n))} - produced_in_tail - {""}
-    )
-    tail_inputs = [t for t in tail_inputs if t not in consts or t in loop_results]
-    tail_consts = sorted(({i for n in tail_nodes for i in n.input} & set(consts)) - loop_results - produced_in_tail)
-    pre = [t for t in tail_inputs if t not in loop_results]
+    tail_nodes, tail_inputs, tail_consts = _tail(graph, li, consts)
+    pre = [t for t in tail_inputs if t not in set(loop.output)]
     trip, cond = loop.input[0] or None, loop.input[1] or None
-    enc_outputs = list(dict.fromkeys([t for t in (trip, cond) if t] + [c.init for c in carried] + pre))
+    enc_outputs = list(dict.fromkeys([t for t in (trip, cond) if t] + [c.init for c in carried] + pre + outer))
     enc_nodes = _needed(list(graph.node[:li]), set(enc_outputs))
     enc_inits = [i for i in graph.initializer if i.name in {x for n in enc_nodes for x in n.input}]
     encoder = _model(
-        proto,
-        enc_nodes,
-        list(graph.input),
-        [_value(n, types[n]) for n in enc_outputs],
-        enc_inits,
-        "encoder",
+        proto, enc_nodes, list(graph.input), [_value(n, types[n]) for n in enc_outputs], enc_inits, "encoder"
     )
     step_inputs = [body.input[0], body.input[1]] + [v for v in body.input[2:] if v.name in {c.input for c in carried}]
     step_outputs = [body.output[0]] + [
@@ -240,30 +257,26 @@ def split_loop(proto: Any) -> SplitGraphs:
     step = _model(
         proto,
         list(body.node),
-        [_value(v.name, v.type.tensor_type.elem_type) for v in step_inputs],
-        [_value(v.name, v.type.tensor_type.elem_type) for v in step_outputs],
-        list(body.initializer) + folded,
+        [_value(v.name, v.type.tensor_type.elem_type) for v in step_inputs] + [_value(r, types[r]) for r in outer],
+        [_value(v.name, v.type.tensor_type.elem_type) for v in step_outputs],  # shapes: from a sample run
+        list(body.initializer) + folded + [numpy_helper.from_array(consts[r], r) for r in outer_refs if r in consts],
         "step",
     )
+    tail_weights = [numpy_helper.from_array(consts[c], c) for c in tail_consts]
     tail = _model(
-        proto,
-        tail_nodes,
-        [_value(n, types[n]) for n in tail_inputs],
-        list(graph.output),
-        [numpy_helper.from_array(consts[c], c) for c in tail_consts],
-        "tail",
+        proto, tail_nodes, [_value(n, types[n]) for n in tail_inputs], list(graph.output), tail_weights, "tail"
     )
-    max_steps = int(consts[trip].reshape(-1)[0]) if trip and trip in consts else None
     spec = LoopSpec(
         node=loop.name or "Loop",
         trip_count=trip,
-        max_steps=max_steps,
+        max_steps=int(consts[trip].reshape(-1)[0]) if trip and trip in consts else None,
         cond_init=cond,
-        iter_input=body_in[0],
-        cond_input=body_in[1],
+        iter_input=body.input[0].name,
+        cond_input=body.input[1].name,
         cond_output=body_out[0],
         carried=carried,
         scans=scans,
+        outer=outer,
         tail_inputs=tail_inputs,
     )
     return SplitGraphs(encoder, step, tail, spec)

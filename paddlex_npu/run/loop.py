@@ -44,6 +44,7 @@ def run_split(
     i = 0
     while cond and (limit is None or i < limit):
         feeds = {spec.iter_input: np.array(i, dtype=np.int64), spec.cond_input: cond_value, **values}
+        feeds.update({n: env[n] for n in spec.outer})
         out = (first if i == 0 and first is not None else step)(feeds)
         cond_value = _as_shape(out[spec.cond_output], spec.cond_shape)
         cond = bool(np.asarray(cond_value).reshape(-1)[0])
