@@ -105,7 +105,7 @@ def _atc_args(p: argparse.ArgumentParser) -> None:
         "--cann-version",
         default="8",
         choices=("7", "8"),
-        help="the CANN generation whose ATC builds the OM: its ONNX operator support is checked (default: 8)",
+        help="the CANN generation whose ATC builds the OM: its ONNX operator support is checked",
     )
 
 
