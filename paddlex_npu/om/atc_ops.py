@@ -23,7 +23,7 @@ version), never a silent run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 CANN_GENERATIONS = ("7", "8")
 DEFAULT_CANN = "8"
@@ -110,14 +110,17 @@ def check_ops(model: Any, cann: str = DEFAULT_CANN) -> Tuple[List[OpIssue], List
     return refused, aicpu
 
 
+def unbuildable_control_flow(model: Any) -> List[OpIssue]:
+    """The Loop and Scan nodes of ``model``: no ATC parses their bodies and no plugin changes that (the check the
+    runtime makes at load; ``convert`` makes the whole one, :func:`check_ops`)."""
+    return [
+        OpIssue(f"{where}{node.name or '(unnamed)'}", node.op_type, WHY[node.op_type])
+        for node, where in _walk(model.graph)
+        if node.op_type in WHY and node.domain in ("", "ai.onnx")
+    ]
+
+
 def describe(issues: List[OpIssue], limit: int = 8) -> str:
     """``node (op): reason`` for the first ``limit`` issues, and how many more."""
     text = "; ".join(f"{i.node} ({i.op}): {i.reason}" for i in issues[:limit])
     return text + (f"; and {len(issues) - limit} more" if len(issues) > limit else "")
-
-
-def by_op(issues: List[OpIssue]) -> Dict[str, int]:
-    out: Dict[str, int] = {}
-    for i in issues:
-        out[i.op] = out.get(i.op, 0) + 1
-    return out

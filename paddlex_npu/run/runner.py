@@ -486,6 +486,23 @@ def _check_package(package: Any, given: Optional[mf.OMManifest], runtime: str, t
 
             check_om_soc(given.soc_version, str(package.om_path))
     _warn_on_checksum(package, given)
+    if runtime != "ais_bench" and package.onnx_path is not None:
+        _refuse_unbuildable(package.onnx_path, name)
+
+
+def _refuse_unbuildable(onnx_path: Path, name: str) -> None:
+    """The CPU runtimes run the ONNX an OM was built from: a graph ATC cannot build (a Loop, a Scan) is refused, not
+    run as if the device could."""
+    from ..om.atc_ops import describe, unbuildable_control_flow
+    from ..om.graph import load_graph
+
+    found = unbuildable_control_flow(load_graph(onnx_path))
+    if found:
+        raise ConfigError(
+            f"{name}: {onnx_path} has nodes no ATC builds ({describe(found)}), so no OM of it can run on the device "
+            "and the CPU runtimes do not run it either: rebuild the package with `paddlex-npu convert` (it splits a "
+            "model around its one top-level Loop into device models driven by a host loop)"
+        )
 
 
 def _log_loaded(runner: OMRunner, package: Any, runtime: str) -> None:

@@ -5,6 +5,7 @@ driven by a host loop, and refuses operators ATC does not support."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +158,19 @@ def test_a_tiny_loop_model_converted_and_run_on_the_route_equals_the_whole(tmp_p
         runner.close()
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_the_whole_slanet_graph_is_refused_at_load_naming_its_loop(table_models, tmp_path):
+    """The package the issue reported (the whole ONNX, its decoder Loop in it): the reference runtime refuses it at
+    load, as no ATC can build it, instead of failing on every table with a shape-inference error."""
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.run.runner import build_om_runner
+
+    _, cpu = table_models
+    whole = tmp_path / TABLE
+    whole.mkdir()
+    for name in ("inference.yml", "inference.onnx"):
+        shutil.copyfile(cpu / name, whole / name)
+    with pytest.raises(ConfigError, match=r"Loop\.0 \(Loop\): ATC's ONNX parser does not parse a Loop's body.*convert"):
+        build_om_runner(whole, runtime="reference", device_id=0, config=OMBackendConfig(), model_name=TABLE)

@@ -41,6 +41,15 @@ def test_a_loop_is_refused_naming_it_and_the_reason(tmp_path):
     assert "does not parse a Loop's body" in refused[0].reason
 
 
+def test_the_load_time_check_names_the_loop_only(tmp_path):
+    from paddlex_npu.om.atc_ops import unbuildable_control_flow
+
+    assert [(i.node, i.op) for i in unbuildable_control_flow(onnx.load(str(loop_model(tmp_path / "l.onnx"))))] == [
+        ("decoder", "Loop")
+    ]
+    assert unbuildable_control_flow(onnx.load(str(one_op_model(tmp_path / "m.onnx", "Mish", opset=18)))) == []
+
+
 def test_an_unknown_cann_generation_is_refused():
     with pytest.raises(ValueError, match="choose one of 7, 8"):
         check_ops(onnx.ModelProto(), "6")
