@@ -103,6 +103,9 @@ def test_slanet_is_split_around_its_decoder_loop_with_the_fixed_input(table_mode
         if part:
             assert (om / part / "inference.onnx").is_file() and (om / part / mf.MANIFEST_NAME).is_file(), part
     assert mf.load(om / man.loop.tail / mf.MANIFEST_NAME).data_dependent  # sliced by the decoded steps
+    from paddlex_npu.reports.inspect_om import inspect_path
+
+    assert "Loop.0 (up to 1024 steps) runs on the host" in inspect_path(om)
 
 
 def test_the_route_gives_the_whole_model_outputs_one_device_call_per_step(table_models):
