@@ -9,6 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from ..errors import InputShapeError
 from ..om.loop_split import SCALAR_SUFFIX, LoopSpec
 
 Part = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
@@ -98,6 +99,13 @@ class LoopDriver:
             first = self._named(self.first) if self.first is not None else None
             out = run_split(self.spec, enc, self._named(self.step), self._named(self.tail), one, first)
             items.append([out[n] for n in self.tail.output_names])
+        if len(items) > 1:
+            odd = [n for n, a in zip(self.tail.output_names, items[0]) if a.ndim == 0 or a.shape[0] != 1]
+            if odd:
+                raise InputShapeError(
+                    f"{self.encoder.name}: a batch of {len(items)} runs one input at a time through the split model, "
+                    f"but its outputs {odd} are not one row per input: give one input at a time (batch_size 1)"
+                )
         return [_stack([item[j] for item in items]) for j in range(len(self.tail.output_names))]
 
     def close(self) -> None:
