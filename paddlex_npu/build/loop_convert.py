@@ -32,7 +32,8 @@ class Part:
     manifest: mf.OMManifest
 
 
-def _ort(model: Any) -> Tuple[Any, Any]:
+def _ort(model: Any) -> Any:
+    """``model`` on ONNX Runtime as a part of :func:`paddlex_npu.run.loop.run_split` (named arrays in and out)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -44,10 +45,13 @@ def _ort(model: Any) -> Tuple[Any, Any]:
     def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
         return dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in wanted})))
 
-    return run, sess
+    return run
 
 
-def _recording(part: Any, seen: Dict[str, Tuple[List[int], Any]], first_only: bool = True) -> Any:
+Shapes = Dict[str, Tuple[List[int], Any]]  # value name -> (shape, dtype) seen in a sample run
+
+
+def _recording(part: Any, seen: Shapes, first_only: bool = True) -> Any:
     """``part``, writing the shapes of its feeds and outputs into ``seen`` (the first call's, or the last's)."""
 
     def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
@@ -60,7 +64,8 @@ def _recording(part: Any, seen: Dict[str, Tuple[List[int], Any]], first_only: bo
     return run
 
 
-def _declare(values: Any, seen: Dict[str, Tuple[List[int], Any]], open_dims: bool = False) -> None:
+def _declare(values: Any, seen: Shapes, open_dims: bool = False) -> None:
+    """Declare on ``values`` (graph inputs or outputs) the shapes seen (``open_dims``: their rank only)."""
     for v in values:
         if v.name not in seen:
             continue
@@ -75,21 +80,21 @@ def _declare(values: Any, seen: Dict[str, Tuple[List[int], Any]], open_dims: boo
                 dim.dim_value = d
 
 
-Shapes = Dict[str, Tuple[List[int], Any]]
-
-
 def sample_shapes(sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray]) -> Tuple[Shapes, Shapes]:
     """Every part's input and output shapes on ``feeds`` (the step's on its last call) and the first step call's;
     the split's outputs checked against the whole model's."""
-    seen: Dict[str, Tuple[List[int], Any]] = {}
-    encoder, _ = _ort(sg.encoder)
-    step, _ = _ort(sg.step)
-    tail, _ = _ort(sg.tail)
-    # the step's inputs on its last call are its steady shapes (the 1st call may carry paddle2onnx's placeholders)
-    steps: Dict[str, Tuple[List[int], Any]] = {}
-    firsts: Dict[str, Tuple[List[int], Any]] = {}
-    parts = (_recording(encoder, seen), _recording(step, steps, False), _recording(tail, seen))
+    seen: Shapes = {}
+    step = _ort(sg.step)
+    # the step's outputs are its steady shapes (its 1st call's inputs may carry paddle2onnx's placeholders)
+    steps: Shapes = {}
+    firsts: Shapes = {}
+    parts = (_recording(_ort(sg.encoder), seen), _recording(step, steps, False), _recording(_ort(sg.tail), seen))
     out = run_split(sg.spec, *parts, feeds, first=_recording(step, firsts))
+    if not firsts:
+        raise ConvertError(
+            f"the sample input ran no step of the model's Loop {sg.spec.node}, so the step's shapes are unknown: "
+            "convert cannot split this model"
+        )
     want = dict(zip([o.name for o in whole.get_outputs()], whole.run(None, feeds)))
     for name, ref in want.items():
         got = out[name]
@@ -102,7 +107,8 @@ def sample_shapes(sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray]) -> 
     return seen, firsts
 
 
-def _steady(sg: SplitGraphs, seen: Dict[str, Tuple[List[int], Any]]) -> LoopSpec:
+def _steady(sg: SplitGraphs, seen: Shapes) -> LoopSpec:
+    """The spec with each carried input's and the condition's steady shape: what the step returns for it."""
     spec = sg.spec
     carried = []
     for c in spec.carried:

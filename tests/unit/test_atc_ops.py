@@ -69,8 +69,8 @@ def test_the_split_model_run_by_the_host_loop_equals_the_whole(tmp_path, row):
     sg = split_loop(onnx.load(str(path)))
     assert "decoder" == sg.spec.node and sg.spec.outer == ["limit", "x"]
     calls = []
-    step = _ort(sg.step)[0]
-    got = run_split(sg.spec, _ort(sg.encoder)[0], lambda f: calls.append(1) or step(f), _ort(sg.tail)[0], {"x": x})
+    step = _ort(sg.step)
+    got = run_split(sg.spec, _ort(sg.encoder), lambda f: calls.append(1) or step(f), _ort(sg.tail), {"x": x})
     assert len(calls) == int((x > 0.5).sum()) + 1 == len(whole["steps"])
     for name, value in whole.items():
         np.testing.assert_array_equal(got[name], value)
