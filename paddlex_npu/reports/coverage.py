@@ -33,8 +33,9 @@ VERIFIED = "verified on real weights"
 TEST_MODELS = "runs on test models only"
 DECLARED = "declared, never run"
 # The evidence for a predictor's status: the real models a test runs through it on the route, their outputs
-# checked (against PaddleX's own CPU engine, or known answers), and that test (tests/paddlex/test_coverage.py checks each test exists and names the
-# models). A predictor not here is "declared, never run": PaddleX's registry gives it a static model, nothing more.
+# checked (against PaddleX's own CPU engine, or known answers), and that test (tests/paddlex/test_coverage.py
+# checks that each test exists). A predictor not here is "declared, never run": PaddleX's registry gives it a
+# static model, nothing more.
 EVIDENCE: Dict[str, Tuple[str, Tuple[str, ...], str]] = {
     "TextDetRunnerPredictor": (
         VERIFIED,
