@@ -164,3 +164,72 @@ def empty_output_model(path: Path) -> Path:
     bounds = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("start", 0), ("end", 0), ("axis", 1))]
     node = helper.make_node("Slice", ["x", "start", "end", "axis"], ["y"])
     return _save(helper.make_graph([node], "empty", [x], [y], bounds), path)
+
+
+def one_op_model(path: Path, op: str, opset: int = 13, **attrs) -> Path:
+    """``x`` float32 [N,4] -> ``y`` = ``op``(x) (node name ``the_<op>``), for the ATC operator check."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT if op not in ("ArgMax", "ArgMin") else TensorProto.INT64, None
+    )
+    node = helper.make_node(op, ["x"], ["y"], name=f"the_{op}", **attrs)
+    return _save(helper.make_graph([node], op.lower(), [x], [y]), path, (("", opset),))
+
+
+def loop_model(path: Path) -> Path:
+    """A data-dependent decoder as SLANet's is: ``x`` float32 [N,4]; a Loop (trip count 1024) adds x to ``y`` and 1
+    to a counter ``c`` while c < sum(x > 0.5) + 1 (the input values decide the steps), stacks c per step (a scan
+    output ``cs`` [K, 1]); after it, ``out`` = y * 2 [N,4] and ``steps`` = cs [K, 1]. The body reads ``x`` from the
+    main graph by name."""
+    f, i64, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["y_in", "x"], ["y_out"]),
+            helper.make_node("Add", ["c_in", "one"], ["c_out"]),
+            helper.make_node("Less", ["c_out", "limit"], ["cond_out"]),
+            helper.make_node("Identity", ["c_out"], ["c_scan"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", i64, []),
+            helper.make_tensor_value_info("cond_in", b, []),
+            helper.make_tensor_value_info("y_in", f, ["N", 4]),
+            helper.make_tensor_value_info("c_in", f, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", b, [1]),
+            helper.make_tensor_value_info("y_out", f, ["N", 4]),
+            helper.make_tensor_value_info("c_out", f, [1]),
+            helper.make_tensor_value_info("c_scan", f, [1]),
+        ],
+        [helper.make_tensor("one", f, [1], [1.0])],
+    )
+    const = helper.make_tensor
+    nodes = [
+        helper.make_node("Constant", [], ["M"], value=const("m", i64, [], [1024])),
+        helper.make_node("Constant", [], ["cond0"], value=const("t", b, [], [True])),
+        helper.make_node("Constant", [], ["c0"], value=const("z", f, [1], [0.0])),
+        helper.make_node("Constant", [], ["half"], value=const("h", f, [], [0.5])),
+        helper.make_node("Mul", ["x", "zero"], ["y0"]),
+        helper.make_node("Greater", ["x", "half"], ["big"]),
+        helper.make_node("Cast", ["big"], ["bigf"], to=f),
+        helper.make_node("ReduceSum", ["bigf"], ["n_big"], keepdims=0),
+        helper.make_node("Add", ["n_big", "onef"], ["limit0"]),
+        helper.make_node("Reshape", ["limit0", "shape1"], ["limit"]),
+        helper.make_node("Loop", ["M", "cond0", "y0", "c0"], ["y_last", "c_last", "cs"], name="decoder", body=body),
+        helper.make_node("Mul", ["y_last", "two"], ["out"]),
+        helper.make_node("Identity", ["cs"], ["steps"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "loop",
+        [helper.make_tensor_value_info("x", f, ["N", 4])],
+        [helper.make_tensor_value_info("out", f, ["N", 4]), helper.make_tensor_value_info("steps", f, ["K", 1])],
+        [
+            const("zero", f, [], [0.0]),
+            const("onef", f, [], [1.0]),
+            const("two", f, [], [2.0]),
+            const("shape1", i64, [1], [1]),
+        ],
+    )
+    return _save(graph, path, (("", 13),))

@@ -41,6 +41,7 @@ from ..om.atc import (
     parse_input_shape,
     precision_probe_sh,
 )
+from ..om.atc_ops import CANN_GENERATIONS, DEFAULT_CANN, check_ops, describe
 from ..om.graph import data_dependent_outputs
 from ..run.shape_solver import derive_file
 from . import export_env as xenv
@@ -81,6 +82,7 @@ class Conversion:
     onnx_path: Path
     manifest: mf.OMManifest
     notes: List[str] = field(default_factory=list)
+    parts: List[Any] = field(default_factory=list)  # a model split around its Loop: step/ and tail/ (loop_convert)
 
 
 @dataclass
@@ -108,10 +110,15 @@ def check_options(
     det_package: Optional[Path] = None,
     samples_are: str = "pages",
     max_width: Optional[int] = None,
+    cann: str = DEFAULT_CANN,
     **_: Any,
 ) -> None:
     """Refuse, before any work, options that make a package that cannot run, or that would be silently ignored."""
     check_soc_version(soc)
+    if cann not in CANN_GENERATIONS:
+        raise ConfigError(
+            f"--cann-version {cann!r}: choose one of {', '.join(CANN_GENERATIONS)} (the CANN major version)"
+        )
     xenv.check_export_env(export_env)
     if mode not in MODES:
         raise ConfigError(f"--mode {mode!r}: choose one of {', '.join(MODES)}")
@@ -305,6 +312,7 @@ def plan_conversion(
     precision: str = "fp16",
     export_env: Optional[str] = None,
     reduce: bool = True,
+    cann: str = DEFAULT_CANN,
     **plan: Any,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
@@ -313,12 +321,14 @@ def plan_conversion(
     ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
     :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`)."""
     shapes_given = dict(gears=gears, samples=samples, max_gears=max_gears, max_batch=max_batch, max_side=max_side)
-    check_options(soc, mode, precision=precision, export_env=export_env, **shapes_given, **plan)
+    check_options(soc, mode, precision=precision, export_env=export_env, cann=cann, **shapes_given, **plan)
     yml, cfg, model_name = _read_model_folder(model_dir)
     task = task_of(model_name, cfg, max_batch=max_batch, max_side=max_side)
     notes: List[str] = []
     onnx = _onnx_in(model_dir, work, task, notes, export_env)
     shutil.copyfile(yml, work / "inference.yml")
+    if _check_atc_ops(onnx.path, cann, notes):
+        return _plan_split(model_name, task, onnx, work, soc, mode, input_shape, gears, precision, cann, notes)
     data_dependent = data_dependent_outputs(onnx.path)
     _check_data_dependent(data_dependent, mode, soc)
 
@@ -346,6 +356,72 @@ def plan_conversion(
     given = [f"--{k.replace('_', '-')} {v}" for k, v in (("gears", gears), ("input_shape", input_shape)) if v]
     _check_loadable(model_name, task, onnx.path, man, " and ".join(given) or "convert's shapes for this task")
     return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _check_atc_ops(onnx_path: Path, cann: str, notes: List[str]) -> bool:
+    """Refuse a graph with an operator ATC of CANN ``cann`` cannot build (:mod:`paddlex_npu.om.atc_ops`), naming
+    the nodes; note the AI CPU ones. True when the only obstacle is one top-level Loop: the model is split."""
+    import onnx
+
+    from ..om.loop_split import top_loops
+
+    proto = onnx.load(str(onnx_path), load_external_data=False)
+    refused, aicpu = check_ops(proto, cann)
+    loops = {proto.graph.node[i].name for i in top_loops(proto.graph)}
+    if aicpu:
+        text = describe(aicpu)
+        logger.warning("ATC places these operators on the AI CPU: %s", text)
+        notes.append(f"on the AI CPU (slower than the AI Core, a round trip per call in dymshape): {text}")
+    if refused and len(loops) == 1 and all(i.node in loops for i in refused):
+        return True
+    if refused:
+        raise ConvertError(
+            f"ATC of CANN {cann} cannot build this graph: {describe(refused)}. What to do: a Loop is split by "
+            "convert only when it is the graph's one top-level Loop; re-export with another opset (paddle2onnx "
+            "--opset_version) or without the operator, or try --cann-version with a CANN generation that has it"
+        )
+    return False
+
+
+def _plan_split(
+    model_name: str,
+    task: Task,
+    onnx: OnnxModel,
+    work: Path,
+    soc: str,
+    mode: str,
+    input_shape: Optional[str],
+    gears: Optional[str],
+    precision: str,
+    cann: str,
+    notes: List[str],
+) -> Conversion:
+    """The encoder, step and tail packages of a model with a data-dependent Loop (:mod:`.loop_convert`)."""
+    from .loop_convert import split_parts
+
+    if gears or mode == "gears":
+        raise ConvertError("--mode gears: a model split around its Loop runs as static parts and a dymshape tail")
+    shapes, _ = _input_specs(onnx, task, input_shape)
+    fixed = {n: [1 if j == 0 and d < 0 else d for j, d in enumerate(s)] for (n, _, _), s in zip(onnx.inputs, shapes)}
+    open_dims = {n: s for n, s in fixed.items() if any(d < 0 for d in s)}
+    if open_dims:
+        raise ConvertError(
+            f"the model's Loop is run on the host between static device models, but the inputs {open_dims} have "
+            "dims its preprocessing does not fix: pass --input-shape with fixed dims (e.g. 'x:1,3,488,488')"
+        )
+    whole = work / "whole.onnx"
+    onnx.path.rename(whole)
+    parts, spec, more = split_parts(whole, work, fixed, soc, precision)
+    whole.unlink()
+    notes.extend(more)
+    for part in parts:
+        _check_atc_ops(part.onnx_path, cann, notes)
+        if part.folder:  # a package of its own: the model's inference.yml, as every package has
+            shutil.copyfile(work / "inference.yml", work / part.folder / "inference.yml")
+        _check_data_dependent(part.manifest.data_dependent, part.manifest.mode, soc)
+    encoder = parts[0].manifest.model_copy(update={"loop": spec})
+    encoder.check_soc()
+    return Conversion(model_name, task, parts[0].onnx_path, encoder, notes, parts[1:])
 
 
 def _reduced(
@@ -531,14 +607,31 @@ def _write_package(conv: Conversion, work: Path, out_dir: Path, soc: str, run: b
         return atc_args(folder / "inference.onnx", folder / "inference", soc, conv.manifest, prec, v2)
 
     command = shlex.join(args_in(out_dir))
-    if run:
-        run_atc(args_in(work.resolve()), work / "atc.log")
-        _name_the_om(work, work / "atc.log")
-    else:
-        (work / "atc.sh").write_text(_atc_script(args_in(Path("."), with_precision=False), precision))
-        (work / "atc.sh").chmod(0o755)
+    _build_om(work, args_in, precision, run, [f"{p.folder}/atc.sh" for p in conv.parts])
     conv.manifest.model_copy(update={"atc_command": command}).save(work / mf.MANIFEST_NAME)
+    for part in conv.parts:  # a split model's step/ and tail/: packages of their own
+
+        def part_args(folder: Path, with_precision: bool = True, man: mf.OMManifest = part.manifest) -> List[str]:
+            prec = precision if with_precision else None
+            return atc_args(folder / "inference.onnx", folder / "inference", soc, man, prec, v2)
+
+        _build_om(work / part.folder, part_args, precision, run, [])
+        cmd = shlex.join(part_args(out_dir / part.folder))
+        part.manifest.model_copy(update={"atc_command": cmd}).save(work / part.folder / mf.MANIFEST_NAME)
+        command += f" && {cmd}"
     return command
+
+
+def _build_om(folder: Path, args_in: Any, precision: str, run: bool, then: List[str]) -> None:
+    """ATC in ``folder`` (``run``), else its ``atc.sh``, which runs the scripts ``then`` after its own build."""
+    if run:
+        run_atc(args_in(folder.resolve()), folder / "atc.log")
+        _name_the_om(folder, folder / "atc.log")
+        return
+    script = _atc_script(args_in(Path("."), with_precision=False), precision)
+    script += "".join(f'"$PWD/{t}"\n' for t in then)
+    (folder / "atc.sh").write_text(script)
+    (folder / "atc.sh").chmod(0o755)
 
 
 def _check_output(model_dir: Path, out_dir: Path, overwrite: bool) -> None:
@@ -617,7 +710,7 @@ def convert(
         conv = plan_conversion(model_dir, work, soc, mode, **options)
         command = _write_package(conv, work, out_dir, soc, run)
         work.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700
-        for f in work.iterdir():  # ais_bench refuses group/other-writable model files (om/paths.py)
+        for f in work.rglob("*"):  # ais_bench refuses group/other-writable model files (om/paths.py)
             f.chmod(f.stat().st_mode & ~0o022)
         if out_dir.exists():
             _check_output(model_dir, out_dir, overwrite)

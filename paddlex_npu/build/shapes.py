@@ -55,15 +55,19 @@ def _det_limit(cfg: Dict[str, Any]) -> int:
 
 
 def _fixed_hw(cfg: Dict[str, Any]) -> Optional[Tuple[int, int]]:
-    """The H, W a classifier's preprocessing ends with (CropImage size, or ResizeImage size [W, H])."""
+    """The H, W a model's preprocessing ends with: CropImage size, ResizeImage size [W, H], or PaddingTableImage
+    size, which PaddleX's table predictor pads to as a square of its first value (``Pad(target_size=size[0])``)."""
     hw = None
     for op in cfg.get("PreProcess", {}).get("transform_ops", []) or []:
         if not isinstance(op, dict):
             continue
         args = next(iter(op.values())) or {}
-        if ("CropImage" in op or "ResizeImage" in op) and args.get("size"):
-            size = args["size"]
+        size = args.get("size") if isinstance(args, dict) else None
+        if ("CropImage" in op or "ResizeImage" in op) and size:
             hw = (size, size) if isinstance(size, int) else (size[1], size[0])
+        elif "PaddingTableImage" in op and size:
+            side = size if isinstance(size, int) else size[0]
+            hw = (side, side)
     return hw
 
 

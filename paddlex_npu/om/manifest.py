@@ -21,7 +21,8 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
       "soc_version": "Ascend310P3", "precision": "fp16" | "fp32",
       "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
       "atc_command": "atc --framework=5 ...",
-      "reduction": {"kind": "ctc_greedy", "source": "softmax_11.tmp_0", "classes": 6625}
+      "reduction": {"kind": "ctc_greedy", "source": "softmax_11.tmp_0", "classes": 6625},
+      "loop": {"step": "step", "tail": "tail", "node": "Loop.0", ...}
     }
 
 ``static`` has no -1 dims; ``dymbatch`` varies dim 0 of the inputs that have a -1 there (one value per gear);
@@ -46,6 +47,10 @@ are a reduction of the model's own. ``ctc_greedy``: a recognition model's CTC ou
 classes]`` was reduced on the device to ``ctc_indices [N, T]`` (int32, the argmax over the classes) and
 ``ctc_scores [N, T]`` (float32, the max), the two things PaddleX's greedy ``CTCLabelDecode`` takes of it
 (:mod:`paddlex_npu.build.reduction`).
+
+``loop`` (optional): the model was split around a data-dependent ``Loop`` that ATC cannot build
+(:mod:`.loop_split`): this OM is the encoder, the sub-folders ``step/`` and ``tail/`` are packages of their own, and
+the runner drives the decoder step on the host (``run/loop.py``).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from typing import Any, Dict, List, Literal, Optional, Sequence, Tuple, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError, ModelFileError
+from .loop_split import LoopSpec
 
 SCHEMA = "paddlex-npu/om-manifest/1"
 MANIFEST_NAME = "inference.om.json"
@@ -144,6 +150,7 @@ class OMManifest(BaseModel):
     onnx_sha256: Optional[str] = None
     atc_command: Optional[str] = None
     reduction: Optional[OutputReduction] = None
+    loop: Optional[LoopSpec] = None  # a model split around its Loop: this OM is the encoder (om/loop_split.py)
 
     @model_validator(mode="after")
     def _check(self) -> OMManifest:

@@ -79,6 +79,13 @@ def inspect_path(path: Path) -> str:
             out.append(f"  input       {spec.name}: {spec.dtype} {spec.format} {spec.shape}")
         if man.atc_command:
             out.append(f"  atc         {man.atc_command}")
+        if man.loop is not None:
+            loop = man.loop
+            parts = ", ".join(f"{p}/" for p in (loop.first, loop.step, loop.tail) if p)
+            out.append(
+                f"  loop        the model's {loop.node} (up to {loop.max_steps or 'unbounded'} steps) runs on the "
+                f"host: this OM is the encoder, {parts} packages of their own (inspect each)"
+            )
         if "inference.onnx" in files and man.onnx_sha256:
             same = mf.sha256(path / "inference.onnx") == man.onnx_sha256
             # without inference.om the manifest records the ONNX the OM is to be built from (atc.sh), not one built

@@ -137,6 +137,11 @@ class OMRunner:
         self._lock = threading.Lock()
         self._fit_warned = False
         self._calls = 0
+        self.loop: Optional[Any] = None  # run.loop.LoopDriver of a model split around its Loop
+
+    @property
+    def input_dtypes(self) -> List[np.dtype]:
+        return list(self._in_dtypes)
 
     @property
     def mode(self) -> str:
@@ -162,7 +167,7 @@ class OMRunner:
             )
         arrays = sort_inputs(arrays, self.input_names)
         feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
-        outputs = self.infer(feeds)
+        outputs = self.infer(feeds) if self.loop is None else self.loop(feeds, self.infer)
         return outputs if self.manifest.reduction is None else CTCReduced(outputs)
 
     def infer(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
@@ -309,6 +314,8 @@ class OMRunner:
 
     def close(self) -> None:
         """Free the session, after a call in flight on another thread has finished (the runner's lock)."""
+        if self.loop is not None:
+            self.loop.close()
         with self._lock:
             opened, self._opened = self._opened, None
             if opened is not None:  # the session restores the thread's context itself, unless it was the one freed
@@ -424,6 +431,8 @@ def build_om_runner(
     except BaseException:
         opened.session.free_resource()  # a package refused at load leaves no session (device memory) behind
         raise
+    if manifest.loop is not None:
+        _attach_loop(runner, package.model_dir, manifest.loop, runtime, device_id, config, name)
     _check_warmup_shapes(config, runner)
     _check_budget(runner, config)
     _log_loaded(runner, package, runtime)
@@ -432,6 +441,38 @@ def build_om_runner(
     if config.warmup_runs:
         runner.warmup(config.warmup_runs, config.warmup_shapes)
     return runner
+
+
+EXACT_TASK = "SplitLoopPart"  # run/tasks.py: an exact-shapes task
+
+
+def _attach_loop(
+    runner: OMRunner, model_dir: Path, spec: Any, runtime: str, device_id: int, config: Any, name: str
+) -> None:
+    """The step and tail packages of a model split around its Loop, behind the encoder's runner; they take their
+    exact shapes only (no batch padding or splitting: the driver feeds one image at a time)."""
+    from .loop import LoopDriver
+
+    parts = []
+    try:
+        for folder in (spec.step, spec.tail, *([spec.first] if spec.first else [])):
+            plain = config.model_copy(update={"warmup_runs": 0, "warmup_gears": False, "warmup_shapes": None})
+            parts.append(
+                build_om_runner(
+                    Path(model_dir) / folder,
+                    runtime=runtime,
+                    device_id=device_id,
+                    config=plain,
+                    model_name=f"{name}/{folder}",
+                    task=EXACT_TASK,
+                )
+            )
+    except BaseException:
+        for part in parts:
+            part.close()
+        runner.close()
+        raise
+    runner.loop = LoopDriver(spec, runner, *parts)
 
 
 def _check_package(package: Any, given: Optional[mf.OMManifest], runtime: str, task: Optional[str], name: str) -> None:
@@ -445,6 +486,23 @@ def _check_package(package: Any, given: Optional[mf.OMManifest], runtime: str, t
 
             check_om_soc(given.soc_version, str(package.om_path))
     _warn_on_checksum(package, given)
+    if runtime != "ais_bench" and package.onnx_path is not None:
+        _refuse_unbuildable(package.onnx_path, name)
+
+
+def _refuse_unbuildable(onnx_path: Path, name: str) -> None:
+    """The CPU runtimes run the ONNX an OM was built from: a graph ATC cannot build (a Loop, a Scan) is refused, not
+    run as if the device could."""
+    from ..om.atc_ops import describe, unbuildable_control_flow
+    from ..om.graph import load_graph
+
+    found = unbuildable_control_flow(load_graph(onnx_path))
+    if found:
+        raise ConfigError(
+            f"{name}: {onnx_path} has nodes no ATC builds ({describe(found)}), so no OM of it can run on the device "
+            "and the CPU runtimes do not run it either: rebuild the package with `paddlex-npu convert` (it splits a "
+            "model around its one top-level Loop into device models driven by a host loop)"
+        )
 
 
 def _log_loaded(runner: OMRunner, package: Any, runtime: str) -> None:

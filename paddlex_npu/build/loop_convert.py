@@ -1,0 +1,222 @@
+"""``convert`` of a model with a data-dependent ``Loop``: three OM packages driven by a host loop
+(:mod:`paddlex_npu.om.loop_split`, :mod:`paddlex_npu.run.loop`).
+
+The parts' shapes are read from one run of the split model on a sample input of the model's fixed shape (ONNX
+Runtime, batch 1: the parts are static, the host runs a batch one image at a time), checked against the whole
+model's outputs on that input, then declared on each part, so that ONNX shape inference, ATC and the runner see
+one shape per input. The tail's outputs (sliced by the step count) are data-dependent: a dymshape OM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from ..errors import ConvertError
+from ..om import manifest as mf
+from ..om.loop_split import LoopSpec, SplitGraphs, split_loop, vector_scalars
+from ..run.loop import run_split
+
+PARTS = ("step", "tail")
+
+
+@dataclass
+class Part:
+    """One part's ONNX file and manifest (the encoder's folder is the package's own)."""
+
+    folder: str  # "" (the package), "step", "tail"
+    onnx_path: Path
+    manifest: mf.OMManifest
+
+
+def _ort(model: Any) -> Any:
+    """``model`` on ONNX Runtime as a part of :func:`paddlex_npu.run.loop.run_split` (named arrays in and out)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # paddle2onnx's stale annotations: a warning per step otherwise
+    sess = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    wanted = {i.name for i in sess.get_inputs()}
+
+    def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        return dict(zip(names, sess.run(None, {k: v for k, v in feeds.items() if k in wanted})))
+
+    return run
+
+
+Shapes = Dict[str, Tuple[List[int], Any]]  # value name -> (shape, dtype) seen in a sample run
+
+
+def _recording(part: Any, seen: Shapes, first_only: bool = True) -> Any:
+    """``part``, writing the shapes of its feeds and outputs into ``seen`` (the first call's, or the last's)."""
+
+    def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        out = part(feeds)
+        for k, v in list(feeds.items()) + list(out.items()):
+            if not first_only or k not in seen:
+                seen[k] = (list(np.shape(v)), np.asarray(v).dtype)
+        return out
+
+    return run
+
+
+def _declare(values: Any, seen: Shapes, open_dims: bool = False) -> None:
+    """Declare on ``values`` (graph inputs or outputs) the shapes seen (``open_dims``: their rank only)."""
+    for v in values:
+        if v.name not in seen:
+            continue
+        v.type.tensor_type.ClearField("shape")
+        shape = v.type.tensor_type.shape
+        shape.SetInParent()  # a 0-d value: a shape with no dims, not an unknown rank
+        for j, d in enumerate(seen[v.name][0]):
+            dim = shape.dim.add()
+            if open_dims:
+                dim.dim_param = f"{v.name}_{j}"
+            else:
+                dim.dim_value = d
+
+
+def sample_shapes(sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray]) -> Tuple[Shapes, Shapes]:
+    """Every part's input and output shapes on ``feeds`` (the step's on its last call) and the first step call's;
+    the split's outputs checked against the whole model's."""
+    seen: Shapes = {}
+    step = _ort(sg.step)
+    # the step's outputs are its steady shapes (its 1st call's inputs may carry paddle2onnx's placeholders)
+    steps: Shapes = {}
+    firsts: Shapes = {}
+    parts = (_recording(_ort(sg.encoder), seen), _recording(step, steps, False), _recording(_ort(sg.tail), seen))
+    out = run_split(sg.spec, *parts, feeds, first=_recording(step, firsts))
+    if not firsts:
+        raise ConvertError(
+            f"the sample input ran no step of the model's Loop {sg.spec.node}, so the step's shapes are unknown: "
+            "convert cannot split this model"
+        )
+    want = dict(zip([o.name for o in whole.get_outputs()], whole.run(None, feeds)))
+    for name, ref in want.items():
+        got = out[name]
+        if got.shape != ref.shape or not np.allclose(got, ref, rtol=1e-3, atol=1e-4):
+            raise ConvertError(
+                f"the model split around its Loop gives other outputs than the whole model on a sample input "
+                f"({name}: {got.shape} vs {ref.shape}): it cannot be run as encoder, step and tail"
+            )
+    seen.update(steps)
+    return seen, firsts
+
+
+def _steady(sg: SplitGraphs, seen: Shapes) -> LoopSpec:
+    """The spec with each carried input's and the condition's steady shape: what the step returns for it."""
+    spec = sg.spec
+    carried = []
+    for c in spec.carried:
+        source = c.output if c.output is not None else c.input
+        carried.append(c.model_copy(update={"shape": seen[source][0]}))
+    seen[spec.cond_input] = seen[spec.cond_output]
+    for c in carried:
+        seen[c.input] = (c.shape, seen[c.input][1])
+    return spec.model_copy(update={"carried": carried, "cond_shape": seen[spec.cond_output][0]})
+
+
+def _needs_first(spec: LoopSpec, seen: Shapes, firsts: Shapes) -> bool:
+    """Whether a first value has another number of elements than the step's steady input (a reshape cannot do)."""
+    names = [spec.cond_input] + [c.input for c in spec.carried]
+    return any(int(np.prod(firsts[n][0])) != int(np.prod(seen[n][0])) for n in names)
+
+
+def _manifest(
+    model: Any, data_dependent: List[str], soc: str, precision: str, path: Path, steps: Dict[str, int]
+) -> mf.OMManifest:
+    """A part's manifest: static, or (the tail) dymshape with data-dependent outputs, where ``steps`` names the
+    inputs stacked over the steps (a Loop's scan outputs: dim 0 from 1 to the trip count, -1 when unbounded)."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    specs = [
+        mf.InputSpec(
+            name=i.name,
+            dtype=str(tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type)),
+            format="NCHW" if len(i.type.tensor_type.shape.dim) == 4 else "ND",
+            shape=[d.dim_value or -1 for d in i.type.tensor_type.shape.dim],
+        )
+        for i in model.graph.input
+    ]
+    outputs = [o.name for o in model.graph.output]
+    if data_dependent:
+        man = mf.OMManifest(
+            mode="dymshape",
+            inputs=[
+                s.model_copy(update={"range": [(1, steps[s.name]) if d < 0 else (d, d) for d in s.shape]})
+                for s in specs
+            ],
+            data_dependent=data_dependent,
+            outputs=outputs,
+        )
+    else:
+        man = mf.OMManifest(mode="static", inputs=specs, outputs=outputs)
+    return man.model_copy(update={"soc_version": soc, "precision": precision, "onnx_sha256": mf.sha256(path)})
+
+
+def _declared_dims(proto: Any) -> List[List[Any]]:
+    """The tail's output dims: the whole model's declared ones (a number where it has one, else bounded by
+    ``data_dependent_max``: the decoded steps)."""
+    return [
+        [d.dim_value if d.dim_value > 0 else None for d in o.type.tensor_type.shape.dim] for o in proto.graph.output
+    ]
+
+
+def split_parts(
+    onnx_path: Path, work: Path, input_shapes: Dict[str, List[int]], soc: str, precision: str
+) -> Tuple[List[Part], LoopSpec, List[str]]:
+    """Write the encoder over ``work/inference.onnx`` and ``work/step``, ``work/tail``; their manifests (the
+    encoder's without ``loop``), the loop spec and notes."""
+    import onnx
+    import onnxruntime as ort
+
+    from ..run.shape_solver import derive_file
+
+    proto = onnx.load(str(onnx_path))
+    sg = split_loop(proto)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    whole = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {i.name: rng.random(input_shapes[i.name], dtype=np.float32) for i in whole.get_inputs()}
+    seen, firsts = sample_shapes(sg, whole, feeds)
+    spec = _steady(sg, seen)
+    first = None
+    if _needs_first(spec, seen, firsts):
+        first = onnx.ModelProto()
+        first.CopyFrom(sg.step)
+        _declare(first.graph.input, firsts)
+        _declare(first.graph.output, seen)
+        spec = spec.model_copy(update={"first": "first"})
+    _declare(sg.encoder.graph.input, {k: (list(v.shape), v.dtype) for k, v in feeds.items()})
+    _declare(sg.encoder.graph.output, seen)
+    _declare(sg.step.graph.input, seen)
+    _declare(sg.step.graph.output, seen)
+    _declare(sg.tail.graph.input, seen)
+    _declare(sg.tail.graph.output, seen, open_dims=True)
+    scanned = {result: spec.max_steps or -1 for _, result in spec.scans}
+    for v in sg.tail.graph.input:  # a stack over the steps: as many rows as the decoder ran
+        if v.name in scanned:
+            v.type.tensor_type.shape.dim[0].dim_param = "steps"
+    parts = []
+    models = [("", sg.encoder), ("step", sg.step), ("tail", sg.tail)] + ([("first", first)] if first else [])
+    for folder, model in models:
+        path = work / folder / "inference.onnx"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        vector_scalars(model)
+        onnx.save(model, str(path))
+        dd = [o.name for o in model.graph.output] if folder == "tail" else []
+        man = _manifest(model, dd, soc, precision, path, scanned if folder == "tail" else {})
+        dims = _declared_dims(proto) if dd else derive_file(path, dd)
+        parts.append(Part(folder, path, man.model_copy(update={"output_dims": dims})))
+    notes = [
+        f"the model's Loop {spec.node} (a data-dependent decoder, up to {spec.max_steps or 'unbounded'} steps) "
+        "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), "
+        f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host: one device call per "
+        "decoded step",
+    ]
+    return parts, spec, notes

@@ -1,0 +1,122 @@
+"""The host loop of a split model (:mod:`paddlex_npu.om.loop_split`): the encoder once, the decoder step until its
+condition is false or the trip count is reached, the tail once. Each part is a callable from named arrays to named
+arrays (an OM runner on the route, ONNX Runtime when ``convert`` samples the shapes); every call is one device
+call, so a 500-step decode is 502 launches."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+from ..errors import InputShapeError
+from ..om.loop_split import SCALAR_SUFFIX, LoopSpec
+
+Part = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
+
+
+def _as_shape(value: np.ndarray, shape: Optional[List[int]]) -> np.ndarray:
+    """A carried value in the step input's shape when it has that many elements (``[]`` as ``[1]``: paddle2onnx's
+    bodies change it on the first step, and a runtime may return a 0-d output as ``[1]``)."""
+    if shape is None or list(value.shape) == shape or value.size != int(np.prod(shape)):
+        return value
+    return value.reshape(shape)
+
+
+def run_split(
+    spec: LoopSpec,
+    encoder: Part,
+    step: Part,
+    tail: Part,
+    inputs: Dict[str, np.ndarray],
+    first: Optional[Part] = None,
+) -> Dict[str, np.ndarray]:
+    """The model's outputs by name (ONNX's Loop passes the iteration number as an int64 scalar). ``first``: the
+    step of the first iteration, whose inputs keep the first values' shapes (``spec.first``)."""
+    env = dict(encoder(inputs))
+    limit = int(env[spec.trip_count].reshape(-1)[0]) if spec.trip_count else None
+    cond = bool(env[spec.cond_init].reshape(-1)[0]) if spec.cond_init else True
+    cond_value = env[spec.cond_init] if spec.cond_init else np.array(True)
+    values = {c.input: env[c.init] for c in spec.carried}
+    if first is None:
+        cond_value = _as_shape(cond_value, spec.cond_shape)
+        values = {c.input: _as_shape(values[c.input], c.shape) for c in spec.carried}
+    scans: Dict[str, List[np.ndarray]] = {s: [] for s, _ in spec.scans}
+    i = 0
+    while cond and (limit is None or i < limit):
+        feeds = {spec.iter_input: np.array(i, dtype=np.int64), spec.cond_input: cond_value, **values}
+        feeds.update({n: env[n] for n in spec.outer})
+        out = (first if i == 0 and first is not None else step)(feeds)
+        cond_value = _as_shape(out[spec.cond_output], spec.cond_shape)
+        cond = bool(np.asarray(cond_value).reshape(-1)[0])
+        for c in spec.carried:  # a runtime may return a 0-d output as [1]: the step's input shape again
+            if c.output is not None:
+                values[c.input] = _as_shape(out[c.output], c.shape)
+        for s in scans:
+            scans[s].append(out[s])
+        i += 1
+    for c in spec.carried:
+        env[c.result] = values[c.input]
+    for s, result in spec.scans:
+        env[result] = np.stack(scans[s]) if scans[s] else np.zeros((0,), np.float32)
+    return tail({n: env[n] for n in spec.tail_inputs})
+
+
+class LoopDriver:
+    """A split model behind one runner: ``encoder``, ``step`` and ``tail`` are the OM runners of its three
+    packages (each call one ``InferSession.infer``). The parts are built for batch 1: a batch runs one image at a
+    time and each output is padded with zeros along its decoded-steps axis to the longest (the decoders read an
+    item up to its own end token)."""
+
+    def __init__(self, spec: LoopSpec, encoder: Any, step: Any, tail: Any, first: Optional[Any] = None) -> None:
+        self.spec, self.encoder, self.step, self.tail, self.first = spec, encoder, step, tail, first
+
+    @staticmethod
+    def _named(runner: Any) -> Part:
+        def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+            shapes = [spec.shape for spec in runner.manifest.inputs]
+            arrays = [
+                _as_shape(
+                    np.array(feeds[n.removesuffix(SCALAR_SUFFIX)], dtype=dt, order="C"), None if -1 in shape else shape
+                )
+                for n, dt, shape in zip(runner.input_names, runner.input_dtypes, shapes)
+            ]
+            return dict(zip(runner.output_names, runner.infer(arrays)))
+
+        return run
+
+    def __call__(
+        self, feeds: List[np.ndarray], encode: Callable[[List[np.ndarray]], List[np.ndarray]]
+    ) -> List[np.ndarray]:
+        names = self.encoder.input_names
+
+        def enc(named: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+            return dict(zip(self.encoder.output_names, encode([named[n] for n in names])))
+
+        items = []
+        for k in range(len(feeds[0])):
+            one = {n: f[k : k + 1] for n, f in zip(names, feeds)}
+            first = self._named(self.first) if self.first is not None else None
+            out = run_split(self.spec, enc, self._named(self.step), self._named(self.tail), one, first)
+            items.append([out[n] for n in self.tail.output_names])
+        if len(items) > 1:
+            odd = [n for n, a in zip(self.tail.output_names, items[0]) if a.ndim == 0 or a.shape[0] != 1]
+            if odd:
+                raise InputShapeError(
+                    f"{self.encoder.name}: a batch of {len(items)} runs one input at a time through the split model, "
+                    f"but its outputs {odd} are not one row per input: give one input at a time (batch_size 1)"
+                )
+        return [_stack([item[j] for item in items]) for j in range(len(self.tail.output_names))]
+
+    def close(self) -> None:
+        for part in (self.step, self.tail, self.first):
+            if part is not None:
+                part.close()
+
+
+def _stack(arrays: List[np.ndarray]) -> np.ndarray:
+    if len(arrays) == 1:
+        return arrays[0]
+    top = [max(a.shape[d] for a in arrays) for d in range(arrays[0].ndim)]
+    padded = [np.pad(a, [(0, 0)] + [(0, t - s) for s, t in zip(a.shape[1:], top[1:])]) for a in arrays]
+    return np.concatenate(padded, axis=0)

