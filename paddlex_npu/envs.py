@@ -80,7 +80,9 @@ SIM_DEVICE_LOST = EnvVar(
     "PADDLEX_NPU_SIM_DEVICE_LOST",
     "unset (never)",
     "A fault of the simulated device, for tests: `N` makes the Nth device call of each process, and every later "
-    "one, fail with `DeviceLostError` (a lost device context); a fresh process counts from 1 again.",
+    "one, fail as ais_bench does on a lost context (`[-1][ACL: general failure]`, the ACL code 507015 only through "
+    "the simulated pyACL's `acl.rt.get_last_error`), which the route raises as `DeviceLostError`; a fresh process "
+    "counts from 1 again.",
 )
 LOG_FORMAT = EnvVar(
     "PADDLEX_NPU_LOG_FORMAT",

@@ -6,31 +6,78 @@ commit a04bd85b (2024-12-09): ``InitDevices`` calls ``aclInit`` once per process
 context for the first session on a device (``CreateContext``), the older one fails ("[100002][...]");
 ``free_resource`` destroys the session's context; every call makes the session's context current. pyACL: ``init``
 returns 0 or 100002; ``rt.set_device`` makes the device's default context current (one per device in a process,
-CANN ``acl.rt.set_device``); a failing aclruntime call raises ``RuntimeError("[<code>][<text>] ")``
-(``ErrorCode.cpp`` GetError)."""
+CANN ``acl.rt.set_device``); a failing aclruntime open or context call raises ``RuntimeError("[<code>][<text>] ")``
+(``ErrorCode.cpp`` GetError).
+
+A failing ``infer``/``run`` raises ``RuntimeError("[-1][ACL: general failure] ")`` whatever ACL said, as every
+ais_bench generation does (Yanguan619/aclruntime @8da7f645, ``ais-bench_workload/tool/ais_bench/backend/``:
+``base/module/ModelInfer/model_process.cpp:1196-1203`` Execute returns FAILED after ``ACLERR_LOG`` (stdout),
+``ModelInferenceProcessor.cpp:630-634`` maps it to ``APP_ERR_ACL_FAILURE`` (-1), ``PyInferenceSession.cpp:414-417``
+throws ``GetError(ret)``, ``ErrorCode.cpp:98-104`` and ``include/Base/ErrorCode/ErrorCode.h:32, 303`` make the text;
+the 2026 rewrite @df1f9a44 the same, ``aclruntime/src/ModelInfer/model_process.cpp:1454-1459``). The ACL code is
+seen only through pyACL on the failing thread: ``acl.rt.get_last_error(level)`` / ``peek_at_last_error(level)``
+(CANN 8.0 on; ``acl_rt.h:1173, 1183``) and ``acl.rt.query_device_status(device_id)`` -> ``(status, ret)``
+(``acl_rt.h:3247``), each left out with ``last_error=False`` / ``device_status=False`` (older CANN)."""
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import Any, List, Optional
+
+ACL_GENERAL_FAILURE = "[-1][ACL: general failure] "  # ErrorCode.cpp:98-104 GetError(APP_ERR_ACL_FAILURE)
 
 
 class FakeAcl:
     """``acl.rt.get_context`` / ``set_context`` on one thread; ``foreign``: a context another library made."""
 
-    def __init__(self, foreign: Optional[str] = None, initialised: bool = False) -> None:
+    def __init__(
+        self,
+        foreign: Optional[str] = None,
+        initialised: bool = False,
+        *,
+        last_error: bool = True,
+        device_status: bool = True,
+    ) -> None:
         self.current = foreign
         self.initialised = foreign is not None or initialised  # aclInit already called by another library
         self.contexts: List[str] = [foreign] if foreign else []
         self.destroyed: List[str] = []
         self.set_calls: List[str] = []
         self.device_refs: dict = {}
-        self.rt = types.SimpleNamespace(
+        self.abnormal: set = set()  # devices query_device_status reports abnormal
+        self._thread = threading.local()
+        rt = dict(
             get_context=self.get_context,
             set_context=self.set_context,
             set_device=self.set_device,
             reset_device=self.reset_device,
         )
+        if last_error:
+            rt.update(get_last_error=self.get_last_error, peek_at_last_error=self.peek_at_last_error)
+        if device_status:
+            rt["query_device_status"] = self.query_device_status
+        self.rt = types.SimpleNamespace(**rt)
+
+    def fail(self, code: int, device_id: Optional[int] = None) -> RuntimeError:
+        """A device call of this thread failed with ACL ``code`` (``device_id``: and lost that device): the
+        exception ais_bench raises for it."""
+        self._thread.last = code
+        if device_id is not None:
+            self.abnormal.add(device_id)
+        return RuntimeError(ACL_GENERAL_FAILURE)
+
+    def get_last_error(self, level: int) -> int:
+        """``ret = acl.rt.get_last_error(level)``: the thread's last runtime error, cleared by the read."""
+        code, self._thread.last = getattr(self._thread, "last", 0), 0
+        return code
+
+    def peek_at_last_error(self, level: int) -> int:
+        return getattr(self._thread, "last", 0)
+
+    def query_device_status(self, device_id: int):
+        """``device_status, ret = acl.rt.query_device_status(device_id)``: 0 normal, 1 abnormal."""
+        return int(device_id in self.abnormal), 0
 
     def init(self, config_path: str = "") -> int:
         """A pyACL user's own ``acl.init()``."""
@@ -59,6 +106,16 @@ class FakeAcl:
         self.set_calls.append(context)
         self.current = context
         return 0
+
+
+def _failure(cls: Any) -> Optional[int]:
+    """The ACL code this call of a session class fails with (``fail_with``; ``fail_calls``: how many calls fail
+    from now on, None for every one), or None."""
+    if cls.fail_with is None or cls.fail_calls == 0:
+        return None
+    if cls.fail_calls is not None:
+        cls.fail_calls -= 1
+    return cls.fail_with
 
 
 def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> str:
@@ -91,6 +148,7 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
         devices: set = set()
         ais_init: Optional[int] = None  # aclInit's return in ais_bench's InitDevices (None: not called yet)
         fail_with: Optional[int] = None  # an ACL code the next infer fails with
+        fail_calls: Optional[int] = None  # how many calls fail with it (None: every one)
 
         def __init__(
             self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False, loop: int = 1
@@ -136,8 +194,9 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
                 acl.current = self.context
                 self.calls.append(("infer", mode))
                 self.infer_kwargs = {"mode": mode, "custom_sizes": custom_sizes, "out_array": out_array}
-                if FakeInferSession.fail_with is not None:
-                    raise RuntimeError(f"[{FakeInferSession.fail_with}][Error code unknown] ")
+                code = _failure(FakeInferSession)
+                if code is not None:
+                    raise acl.fail(code)
                 self.exec_time_list.append(1.0)
                 return list(feeds)
 
@@ -171,6 +230,7 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
         devices: set = set()
         ais_init: Optional[int] = None
         fail_with: Optional[int] = None  # an ACL code the next run fails with
+        fail_calls: Optional[int] = None  # how many calls fail with it (None: every one)
 
         def __init__(self, model_path: str, device_id: int, opts: session_options) -> None:
             self.model_path, self.device_id, self.opts = model_path, device_id, opts
@@ -191,8 +251,9 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
         def run(self, out_names: List[str], inputs: list) -> list:
             acl.current = self.context
             self.calls.append(("run", list(out_names)))
-            if InferenceSession.fail_with is not None:
-                raise RuntimeError(f"[{InferenceSession.fail_with}][Error code unknown] ")
+            code = _failure(InferenceSession)
+            if code is not None:
+                raise acl.fail(code)
             self.exec_time_list.append(1.0)
             return list(inputs)
 

@@ -24,9 +24,10 @@ library known to have initialised ACL counts (:func:`acl_initialisers`; torch_np
 A context just destroyed is never restored. ``aclInit`` runs once per process, so only the first session's
 ``acl_json_path`` counts: a later, different one is warned about once.
 
-Device-fatal errors: a call that fails with an ACL code meaning the context or the device is gone
-(:data:`DEVICE_FATAL_CODES`) raises :class:`~paddlex_npu.errors.DeviceLostError`, so the worker holding the session
-can be replaced by its supervisor; other failures keep their own error.
+Device-fatal errors: a failed ``infer`` says only ``[-1][ACL: general failure]``, so whether the device is lost is
+asked of ACL on the calling thread (:class:`~.acl_errors.LossJudge`); a lost device raises
+:class:`~paddlex_npu.errors.DeviceLostError`, so the worker holding the session can be replaced by its
+supervisor; other failures keep their own error.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ import importlib.util
 import inspect
 import logging
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -44,6 +44,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
 from ..errors import DeviceLostError, NpuDeviceUnavailableError, RuntimeUnavailableError
 from ..log import logger
+from .acl_errors import LossJudge, acl_code, fatal_code_lost
 from .device_ids import check_device_id, device_hint
 
 INSTALL_HINT = (
@@ -258,64 +259,21 @@ class _Process:
 
 PROCESS = _Process()
 
-# ACL return codes after which the context (or the device) is unusable, from CANN's aclError list
-# (``acl/error_codes/rt_error_codes.h``, "aclError" return codes): AI Core / Vector Core / AI CPU exceptions and
-# timeouts, device and link loss, context errors. ais_bench's exception text starts with the code
-# (``base/module/ErrorCode/ErrorCode.cpp`` GetError: "[<code>][<text>] "). Its aclmdlExecute failure itself says
-# only "[-1]" (``model_process.cpp`` Execute returns FAILED; the ACL code goes to stdout), so a poisoned context is
-# usually seen on the next call into it (memory copy, malloc), which returns these codes.
-DEVICE_FATAL_CODES: Dict[int, str] = {
-    107002: "ACL_ERROR_RT_CONTEXT_NULL",
-    107022: "ACL_ERROR_RT_DEVICE_TASK_ABORT",
-    207004: "ACL_ERROR_RT_NO_DEVICE",
-    507007: "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR",
-    507010: "ACL_ERROR_RT_LOST_HEARTBEAT",
-    507014: "ACL_ERROR_RT_AICORE_TIMEOUT",
-    507015: "ACL_ERROR_RT_AICORE_EXCEPTION",
-    507016: "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION",
-    507017: "ACL_ERROR_RT_AICPU_TIMEOUT",
-    507018: "ACL_ERROR_RT_AICPU_EXCEPTION",
-    507033: "ACL_ERROR_RT_DEV_SETUP_ERROR",
-    507034: "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT",
-    507035: "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION",
-    507036: "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION",
-    507042: "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW",
-    507043: "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW",
-    507044: "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW",
-    507045: "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW",
-    507053: "ACL_ERROR_RT_DEVICE_MEM_ERROR",
-    507054: "ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR",
-    507899: "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
-    507901: "ACL_ERROR_RT_SOCKET_CLOSE",
-}  # a flat table: one line per CANN code
-_CODE = re.compile(r"^\s*(?:\[[^\]\d-][^\]]*\])?\[(-?\d+)\]")
-
-
-def acl_code(exc: BaseException) -> Optional[int]:
-    """The ACL/ais_bench return code at the start of an ais_bench exception text (``[507015][...]``, or
-    ``[module][code][...]``), or None."""
-    m = _CODE.match(str(exc))
-    return int(m.group(1)) if m else None
-
 
 def device_lost(exc: BaseException, what: str) -> Optional[DeviceLostError]:
-    """A :class:`DeviceLostError` for an ais_bench failure whose code is device-fatal, else None."""
-    code = acl_code(exc)
-    if code not in DEVICE_FATAL_CODES:
-        return None
-    return DeviceLostError(
-        f"{what} failed with {code} ({DEVICE_FATAL_CODES[code]}): the NPU context of this process is unusable "
-        "from now on; the process must be replaced (a supervised worker is restarted on a fresh context). If it "
-        "recurs, check `npu-smi info` (chip health) and the device log (plog) for the failing operator"
-    )
+    """A :class:`DeviceLostError` for an opening or context call whose exception text starts with a device-fatal
+    ACL code (only those calls carry one: :mod:`.acl_errors`), else None."""
+    return fatal_code_lost(acl_code(exc), what, "its code")
 
 
 class AisSession:
     """ais_bench's ``InferSession`` behind the :class:`~.session.Session` protocol; its features are detected
     once, so the runner never probes the session."""
 
-    def __init__(self, session: Any, context: Optional[Any] = None, borrowed: bool = False) -> None:
+    def __init__(self, session: Any, context: Optional[Any] = None, borrowed: bool = False, device_id: int = 0) -> None:
         self.raw = session
+        self.device_id = device_id
+        self.judge = LossJudge(_acl(), device_id)  # a failed call says "[-1]" only: ACL is asked
         self.features = features(type(session))
         self.features["gear_modes"] = _infers_gear_modes(session)
         self.context = context  # the session's ACL context (current right after it was built)
@@ -334,17 +292,15 @@ class AisSession:
         custom_sizes: Union[int, List[int], None] = 100000,
         out_array: bool = True,
     ) -> List[Any]:
-        try:
-            if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
-                self._set_gear(feeds, mode)
-            if self.features["out_array"]:
-                return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
-            return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
-        except RuntimeError as exc:
-            lost = device_lost(exc, f"ais_bench infer ({mode})")
-            if lost is not None:
-                raise lost from exc
-            raise
+        what = f"ais_bench infer ({mode}) on npu:{self.device_id}"
+        return self.judge.run(what, self._infer, feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
+
+    def _infer(self, feeds: list, mode: str, custom_sizes: Union[int, List[int], None], out_array: bool) -> List[Any]:
+        if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
+            self._set_gear(feeds, mode)
+        if self.features["out_array"]:
+            return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
+        return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
 
     def _set_gear(self, feeds: list, mode: str) -> None:
         """An ais_bench whose ``infer`` ignores dymbatch/dymhw: set the gear as newer ones do (same input scan)."""
@@ -424,7 +380,7 @@ def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = No
             "paddlex-npu's first session); it will not be freed on close, see paddlex_npu/run/ais.py",
             om_path,
         )
-    return AisSession(raw, context, borrowed)
+    return AisSession(raw, context, borrowed, device_id)
 
 
 def _borrowed(device_id: int, context: Optional[Any], before: Optional[Any], first: bool) -> bool:

@@ -44,6 +44,7 @@ import json
 import os
 import threading
 import time
+import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -53,11 +54,10 @@ import xxhash._xxhash as _xxhash_ext
 
 from .. import envs
 from ..config import SimulationConfig
-from ..errors import DeviceLostError
 from ..log import logger
 from . import tasks
 from .device_ids import physical_npu
-from .reference import InferSession
+from .reference import InferSession, acl_failure
 
 # Cost model defaults, from the 310P3 OM figures in the reference notes (ModelZoo, model-only throughput):
 # - ch_PP-OCRv3_rec, input 3x48x320 (46,080 elements per image): 1547.8 images/s at batch 1 (0.6461 ms per
@@ -520,16 +520,56 @@ def _count(model: str, elements: int, **deltas: float) -> None:
 
 
 _CALLS = itertools.count(1)  # device calls of this process, for the device-lost fault
+LOST_CODE = 507015  # what ACL reports for the simulated loss: ACL_ERROR_RT_AICORE_EXCEPTION (rt_error_codes.h)
+
+
+class SimulatedAcl:
+    """What pyACL answers about the simulated device, as on a real box (CANN pyACL reference):
+    ``acl.rt.get_last_error(level)`` (the calling thread's last runtime error, cleared by the read),
+    ``acl.rt.peek_at_last_error(level)`` (not cleared) and ``acl.rt.query_device_status(device_id)`` ->
+    ``(status, ret)`` (0 normal, 1 abnormal). The route asks it after a failed call
+    (:class:`~.acl_errors.LossJudge`); the failed call itself says only ``[-1][ACL: general failure]``."""
+
+    def __init__(self) -> None:
+        self._thread = threading.local()
+        self.abnormal: set = set()  # device ids lost in this process
+        self.rt = types.SimpleNamespace(
+            get_last_error=self.get_last_error,
+            peek_at_last_error=self.peek_at_last_error,
+            query_device_status=self.query_device_status,
+        )
+
+    def record(self, code: int) -> None:
+        """A runtime call of this thread failed with ``code``."""
+        self._thread.last = code
+
+    def peek_at_last_error(self, level: int) -> int:
+        return getattr(self._thread, "last", 0)
+
+    def get_last_error(self, level: int) -> int:
+        code, self._thread.last = getattr(self._thread, "last", 0), 0
+        return code
+
+    def query_device_status(self, device_id: int) -> Tuple[int, int]:
+        return int(device_id in self.abnormal), 0
+
+
+ACL = SimulatedAcl()
 
 
 def _lose_device_on_cue(device_id: int) -> None:
     """The device-lost fault (``$PADDLEX_NPU_SIM_DEVICE_LOST=N``): this process's Nth device call and every later
-    one raise :class:`~..errors.DeviceLostError`, as a lost context does on the NPU."""
+    one fail as ais_bench's ``infer`` fails on a lost context: ``RuntimeError("[-1][ACL: general failure] ")``
+    (Yanguan619/aclruntime @8da7f645 ``model_process.cpp:1196-1203``, ``ModelInferenceProcessor.cpp:630-634``,
+    ``ErrorCode.cpp:98-104``), the ACL code on stdout only (``ACLERR_LOG(aclGetRecentErrMsg())``) and through
+    :data:`ACL`'s queries on the calling thread."""
     call, lost_at = next(_CALLS), envs.sim_device_lost()
     if lost_at is not None and call >= lost_at:
-        raise DeviceLostError(
-            f"simulated npu:{device_id} lost its device context at call {call} of this process "
-            f"({envs.SIM_DEVICE_LOST.name}={lost_at}): the process must end for a fresh context"
+        ACL.record(LOST_CODE)
+        ACL.abnormal.add(device_id)
+        raise acl_failure(
+            f"aclmdlExecute failed with {LOST_CODE} on simulated npu:{device_id} at call {call} of this process "
+            f"({envs.SIM_DEVICE_LOST.name}={lost_at})"
         )
 
 

@@ -1,5 +1,7 @@
 """A device-fatal error ends ``serve``'s worker after its answer (issue 30.6), a real server on loopback on the
-simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``): the request that hits it is answered 503
+simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``; the device call fails as ais_bench's does,
+"[-1][ACL: general failure] ", and run/ learns the loss from the simulated pyACL's ``acl.rt.get_last_error``): the
+request that hits it is answered 503
 ``DeviceLostError`` + Retry-After, a fresh worker answers the next one right, and when the restart budget is spent
 ``/ready`` (and ``/health``) turn 503."""
 
@@ -47,6 +49,7 @@ def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_roo
         texts = ok["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]
         status, lost, headers = _post(server, body)  # the second page's first call: the context is lost
         assert status == 503 and lost["errorMsg"].startswith("DeviceLostError: "), lost
+        assert "acl.rt.get_last_error) is 507015" in lost["errorMsg"], lost
         assert headers.get("retry-after") == "1"
         assert _until(lambda: _get(server, "/ready")[0] == 200 and _workers(server) != first, BOUND_S, 0.2)
         status, again, _ = _post(server, body)  # a fresh process answers right
