@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import types
+import weakref
 from typing import Any, List, Optional
 
 ACL_GENERAL_FAILURE = "[-1][ACL: general failure] "  # ErrorCode.cpp:98-104 GetError(APP_ERR_ACL_FAILURE)
@@ -119,13 +120,16 @@ def _failure(cls: Any) -> Optional[int]:
 
 
 def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> str:
-    """DeviceManager.cpp InitDevices (aclInit once per process) and CreateContext for a new session."""
-    if cls.ais_init is None or (cls.ais_init != 0 and not borrows):
-        ret = 100002 if acl.initialised else 0
-        if ret and not borrows:  # InitDevices before a04bd85b: initCounter_ = 0; return ret
-            raise RuntimeError(f"[{ret}][Error code unknown] ")
-        cls.ais_init = ret
-    if cls.ais_init == 100002 and device_id not in cls.devices:
+    """DeviceManager.cpp InitDevices (aclInit once per process) and CreateContext for a new session. Before
+    a04bd85b (Yanguan619/aclruntime @a04bd85b^), ``InitDevices`` returns 100002 with ``initCounter_ = 0``
+    (``DeviceManager.cpp:54-68``) and its only caller, the ``TensorContext`` constructor, logs it and goes on
+    (``Tensor/TensorContext/TensorContext.cpp:27-39``); ``CreateContext`` sets the device and creates a context
+    (``DeviceManager.cpp:209-230``): the session opens. ``cls.init_counter`` 0 remembers that for
+    ``free_resource``."""
+    if cls.ais_init is None:
+        cls.ais_init = 100002 if acl.initialised else 0
+        cls.init_counter = 0 if cls.ais_init and not borrows else 1
+    if borrows and cls.ais_init == 100002 and device_id not in cls.devices:
         # aclInit said "repeat initialize", so the first context of the device is aclrtGetCurrentContext after
         # aclrtSetDevice: the thread's, else the device's default context
         context = acl.current or f"default-ctx-{device_id}"
@@ -138,6 +142,26 @@ def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> st
     return context
 
 
+class _Pybind:
+    """The ``aclruntime.InferenceSession`` an ``InferSession`` keeps as ``.session``: ``free_resource``
+    (``PyInferenceSession.cpp`` FreeResource) returns an int and never raises: SetContext, Destroy (the model and
+    its memory), then DestroyContext, which returns 1009 (``APP_ERR_COMM_OUT_OF_RANGE``, ``ErrorCode.h:63, 72``)
+    while ``initCounter_`` is 0 (``DeviceManager.cpp@a04bd85b^:138-142``): the context is left alive."""
+
+    def __init__(self, acl: FakeAcl, owner: Any, context: str) -> None:
+        self.acl, self.owner, self.context = acl, owner, context
+        self.freed = False
+
+    def free_resource(self) -> int:
+        self.acl.current = self.context
+        self.freed = True
+        if self.owner.init_counter == 0:
+            return 1009
+        if self.context not in self.acl.destroyed:
+            self.acl.destroyed.append(self.context)
+        return 0
+
+
 def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -> type:
     """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch``, ``out_array``, ``free_resource`` and
     ``reset_summaryinfo`` (2023-09+); the old one (interface.py of 2023-01) runs dymbatch/dymhw without setting a
@@ -145,8 +169,13 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
     from 2024-12 on; without it, a session in a process where ACL was initialised first fails."""
 
     class FakeInferSession:
+        @property
+        def freed(self) -> bool:
+            return self.pybind.freed  # kept: the route detaches .session after freeing
+
         devices: set = set()
         ais_init: Optional[int] = None  # aclInit's return in ais_bench's InitDevices (None: not called yet)
+        init_counter = 1  # DeviceManager's initCounter_ (0 after a failed aclInit, before a04bd85b)
         fail_with: Optional[int] = None  # an ACL code the next infer fails with
         fail_calls: Optional[int] = None  # how many calls fail with it (None: every one)
 
@@ -160,9 +189,9 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
                 self.acl_json_path, self.debug = acl_json_path, debug
             self.calls: List[tuple] = []
             self.infer_kwargs: dict = {}  # the keyword arguments of the last infer
-            self.freed = False
             self.exec_time_list: List[float] = []  # the C++ execTimeList, one entry per execution
             self.context = _create_context(acl, FakeInferSession, device_id, borrows)
+            self.session = self.pybind = _Pybind(acl, FakeInferSession, self.context)
             if new_api:
                 self.infer_mode_switch = {m: None for m in ("static", "dymbatch", "dymhw", "dymdims", "dymshape")}
 
@@ -184,8 +213,9 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
         if new_api:
 
             def free_resource(self) -> None:
-                acl.destroyed.append(self.context)
-                self.freed = True
+                """interface.py@a04bd85b^:237-239: the pybind's int is dropped."""
+                if hasattr(self.session, "free_resource"):
+                    self.session.free_resource()
 
             def reset_summaryinfo(self) -> None:  # interface.py: ``self.session.reset_sumaryinfo()``
                 self.exec_time_list.clear()
@@ -229,6 +259,7 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
     class InferenceSession:
         devices: set = set()
         ais_init: Optional[int] = None
+        init_counter = 1
         fail_with: Optional[int] = None  # an ACL code the next run fails with
         fail_calls: Optional[int] = None  # how many calls fail with it (None: every one)
 
@@ -236,6 +267,7 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
             self.model_path, self.device_id, self.opts = model_path, device_id, opts
             self.calls: List[tuple] = []
             self.freed = False
+            self.free_calls = 0
             self.exec_time_list: List[float] = []
             self.context = _create_context(acl, InferenceSession, device_id, borrows)
 
@@ -283,14 +315,20 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
             self.calls.append(("set_custom_outsize", custom_sizes))
 
         def free_resource(self) -> int:
-            acl.current = self.context  # FreeResource: SetContext, Destroy, DestroyContext
-            if not self.freed:
-                acl.destroyed.append(self.context)
-                self.freed = True
+            """FreeResource: SetContext, Destroy, DestroyContext. A second call finds its context gone: SetContext
+            fails and "set context failed" is logged at ERROR (``PyInferenceSession.cpp@df1f9a44:152-158``)."""
+            self.free_calls += 1
+            if self.freed:
+                module.errors.append(f"set context failed ({self.model_path})")
+                return 107002
+            acl.current = self.context
+            acl.destroyed.append(self.context)
+            self.freed = True
             return 0
 
     module.session_options = session_options
     module.InferenceSession = InferenceSession
+    module.errors = []  # ERROR lines aclruntime logged
     return module
 
 
@@ -301,7 +339,19 @@ def session_class_2026(aclruntime: types.ModuleType) -> type:
     ``ais_bench.infer.interface`` (:func:`install` puts ``aclruntime`` there, as upstream's ``import aclruntime``).
     Argument checks, zero copy, pipelines and iterations are left out: nothing here reaches them."""
 
+    live_sessions: weakref.WeakSet = weakref.WeakSet()  # interface.py:74
+
     class InferSession:
+        @staticmethod
+        def _finalize_acl() -> None:
+            """The atexit hook (interface.py:173-190): frees every live session's pybind session, then detaches."""
+            for sess in list(live_sessions):
+                if getattr(sess, "session", None) is not None:
+                    func = getattr(sess.session, "free_resource", None)
+                    if func is not None:
+                        func()
+                    sess.session = None
+
         def __init__(
             self,
             device_id: int,
@@ -324,6 +374,7 @@ def session_class_2026(aclruntime: types.ModuleType) -> type:
             self.options.log_level = 1 if self.debug else 2
             self.options.loop = self.loop
             self.session = aclruntime.InferenceSession(self.model_path, self.device_id, self.options)
+            live_sessions.add(self)  # interface.py:146
             self.outputs_names = [meta.name for meta in self.session.get_outputs()]
             self.infer_mode_switch = {
                 "static": self._static_prepare,

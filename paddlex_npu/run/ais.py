@@ -13,8 +13,11 @@ keep theirs. What happens when something else called ``aclInit`` first depends o
   (``aclrtGetCurrentContext`` after ``aclrtSetDevice``: the device's default context) for the first session on a
   device; its ``free_resource`` would destroy that context (CANN forbids destroying contexts not made by
   ``aclrtCreateContext``), so such a session is never freed (logged);
-- before it, ``InitDevices`` fails on that return code and the session cannot open ("[100002]..."): the error
-  says what to do (:data:`OLD_AIS_BENCH_HINT`).
+- before it, ``InitDevices`` returns that code with its counter at 0 (``DeviceManager.cpp@a04bd85b^:54-68``), but
+  its only caller, the ``TensorContext`` constructor, logs it and goes on (``TensorContext.cpp@a04bd85b^:27-39``):
+  the session opens on a context of its own and infers; only ``free_resource`` returns 1009 (``DestroyContext``,
+  ``:138-142``), leaving that context alive. Such sessions are opened with a warning, and ``free_resource``'s int
+  is checked (the ``InferSession`` wrapper drops it: the pybind session's is read).
 
 Which generation is installed is read from the aclruntime extension itself (:func:`ais_bench_borrows`: its
 ``WARN_LOG("acl repeat initialize")`` text exists only from that commit on; the wheel's version never changes).
@@ -158,17 +161,10 @@ def keep_acl_context(skip: Optional[Any] = None) -> Iterator[None]:
 # device), MindSpore; torch_npu only in its lazy init (torch_npu/npu/__init__.py ``_lazy_init``, on the first NPU
 # call), so importing it initialises nothing: it counts once ``torch_npu.npu.is_initialized()`` says so.
 ACL_INITIALISING_MODULES = ("mindspore", "paddle_custom_device")
-ACL_ERROR_REPEAT_INITIALIZE = 100002
 # The aclruntime log text Ascend tools' commit a04bd85b (2024-12-09, DeviceManager.cpp InitDevices) added with
-# the borrowing of a context; a build without it fails when ACL was initialised first.
+# the borrowing of a context; a build without it opens beside another ACL user but cannot free its contexts.
 BORROWING_MARKER = b"acl repeat initialize"
-OLD_AIS_BENCH_HINT = (
-    "this aclruntime predates ais_bench's 2024-12 DeviceManager change (Ascend tools commit a04bd85b), which lets "
-    "it share ACL with a library that initialised ACL first; it fails instead (aclInit returns 100002, "
-    "ACL_ERROR_REPEAT_INITIALIZE). Load paddlex-npu's models before that library initialises ACL, run them in "
-    "their own process (paddlex_npu.parallel, `paddlex-npu serve` workers), or install aclruntime built from "
-    "Ascend tools' ais_bench source of 2024-12-09 or later"
-)
+ACL_ERROR_COMM_OUT_OF_RANGE = 1009  # what DestroyContext returns before a04bd85b once InitDevices failed
 
 
 def acl_initialisers() -> List[str]:
@@ -328,19 +324,43 @@ class AisSession:
                 return
 
     def free_resource(self) -> None:
+        """Free the session once; a borrowed one is kept, never freed. Either way the ``InferSession`` wrapper is
+        detached from its pybind session (``.session = None``), so the 2026 generation's exit hook and ``__del__``
+        (Yanguan619/aclruntime @df1f9a44 ``interface.py:173-190, 370-383``) free nothing again."""
+        inner = getattr(self.raw, "session", None)  # the aclruntime.InferenceSession (pybind), where there is one
         if self.borrowed:
             logger.warning(
                 "not freeing this ais_bench session: ACL was initialised by another library in this process, so the "
                 "session borrowed that library's ACL context, and free_resource would destroy it (CANN forbids "
                 "destroying contexts not made by aclrtCreateContext). Its device memory is released at process exit"
             )
-            # ais_bench from Yanguan619/aclruntime df1f9a44 (2026-08) calls free_resource in InferSession.__del__:
-            # the session is kept referenced so that collecting it does not destroy the borrowed context
-            PROCESS.unfreed.append(self.raw)
+            PROCESS.unfreed.append(inner if inner is not None else self.raw)  # never collected: never destroyed
+            _detach(self.raw)
             return
-        if self.features["free_resource"]:
-            with keep_acl_context(skip=self.context):
-                self.raw.free_resource()
+        if not self.features["free_resource"]:
+            return
+        with keep_acl_context(skip=self.context):
+            free = getattr(inner, "free_resource", None)
+            ret = free() if free is not None else self.raw.free_resource()
+        _detach(self.raw)
+        if isinstance(ret, int) and ret != 0:
+            logger.warning(
+                "ais_bench free_resource returned %d%s: the session's model is unloaded, its ACL context stays until "
+                "the process exits",
+                ret,
+                " (this aclruntime, older than 2024-12, cannot destroy contexts once another library initialised ACL)"
+                if ret == ACL_ERROR_COMM_OUT_OF_RANGE
+                else "",
+            )
+
+
+def _detach(raw: Any) -> None:
+    """Drop an ``InferSession`` wrapper's pybind session (its exit hook and ``__del__`` skip a None one)."""
+    if getattr(raw, "session", None) is not None:
+        try:
+            raw.session = None
+        except AttributeError:  # a session object without that attribute to set: nothing of it frees again
+            pass
 
 
 def _infers_gear_modes(session: Any) -> bool:
@@ -362,9 +382,13 @@ def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = No
     first = PROCESS.opening(device_id, acl_json_path)
     borrows = ais_bench_borrows()
     if first and borrows is False and acl_initialisers():
-        raise NpuDeviceUnavailableError(
-            f"cannot open {om_path}: ACL was initialised by {', '.join(acl_initialisers())} before paddlex-npu's "
-            f"first session on device {device_id}, and {OLD_AIS_BENCH_HINT}"
+        logger.warning(
+            "ais_bench session for %s opens beside another ACL user (%s) on an aclruntime older than 2024-12 (Ascend "
+            "tools commit a04bd85b): it works, but its ACL context cannot be freed (free_resource returns 1009), so "
+            "each session closed leaves one context on npu:%d until the process exits",
+            om_path,
+            ", ".join(acl_initialisers()),
+            device_id,
         )
     before = current_context()
     with keep_acl_context():
@@ -394,13 +418,6 @@ def _borrowed(device_id: int, context: Optional[Any], before: Optional[Any], fir
 
 
 def _open_error(exc: RuntimeError, om_path: str, device_id: int) -> Exception:
-    code = acl_code(exc)
-    if code == ACL_ERROR_REPEAT_INITIALIZE:
-        return NpuDeviceUnavailableError(
-            f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip()}): ACL was initialised "
-            f"before paddlex-npu's first session (by {', '.join(acl_initialisers()) or 'pyACL or another library'}), "
-            f"and {OLD_AIS_BENCH_HINT}"
-        )
     lost = device_lost(exc, f"opening {om_path} on device {device_id}")
     if lost is not None:
         return lost

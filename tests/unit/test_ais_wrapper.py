@@ -371,17 +371,9 @@ def test_open_errors_say_what_failed_and_where_to_look(monkeypatch: pytest.Monke
         ais.open_session("m.om", 3)
 
 
-def test_repeat_initialize_at_open_names_who_initialised_acl(
-    monkeypatch: pytest.MonkeyPatch, warnings: List[str]
-) -> None:
+def test_no_open_error_is_read_as_repeat_initialize(monkeypatch: pytest.MonkeyPatch, warnings: List[str]) -> None:
+    """ "[100002]" never reaches Python from an open (TensorContext.cpp@a04bd85b^:27-39 logs it and goes on): a
+    text with it is an ordinary open failure."""
     _failing_open(monkeypatch, "[100002][Error code unknown] ")
-    with pytest.raises(NpuDeviceUnavailableError) as info:
+    with pytest.raises(NpuDeviceUnavailableError, match=r"^ais_bench could not open m\.om on device 0 \(\[100002\]"):
         ais.open_session("m.om", 0)
-    assert str(info.value).startswith(
-        "ais_bench could not open m.om on device 0 ([100002][Error code unknown]): ACL was initialised before "
-        "paddlex-npu's first session (by pyACL or another library), and this aclruntime predates"
-    )
-    monkeypatch.setitem(sys.modules, "mindspore", types.ModuleType("mindspore"))
-    monkeypatch.setitem(sys.modules, "paddle_custom_device", types.ModuleType("paddle_custom_device"))
-    with pytest.raises(NpuDeviceUnavailableError, match=r"\(by mindspore, paddle_custom_device\), and this aclruntime"):
-        ais.open_session("n.om", 0)
