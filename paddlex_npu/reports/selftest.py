@@ -137,7 +137,8 @@ def _route_name(model: str, runtime: str) -> str:
 
 def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench") -> Check:
     """The model through the route (runner, shape policy, session) on the device, against the same route on the CPU
-    reference runtime, at each of :func:`.route_check.call_shapes`. ``runtime`` reference: the route on the
+    reference runtime with the package's precision (fp16 as ATC builds it: :mod:`..run.reference_precision`), at
+    each of :func:`.route_check.call_shapes`. ``runtime`` reference: the route on the
     reference runtime (gear padding and cropping included) against ONNX Runtime on the unpadded input."""
     from ..om import manifest as mf
 
@@ -146,7 +147,10 @@ def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench"
     shapes = call_shapes(man, model)
     sides = ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",)
     feeds = {name: render(model, shape) for name, shape in shapes.items()}
-    outs = {rt: _route_outputs(folder, model, device_id, rt, feeds) for rt in sides}
+    from ..run.reference import numerics
+
+    with numerics("package" if runtime == "ais_bench" else "fp32"):  # the device's precision against the device
+        outs = {rt: _route_outputs(folder, model, device_id, rt, feeds) for rt in sides}
     if runtime == "reference":
         outs["ais_bench"] = outs["reference"]
         outs["reference"] = _onnx_outputs(folder, feeds)

@@ -18,6 +18,7 @@ The full table is in ``docs/runtimes.md``; ais_bench's own test cases run agains
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -25,10 +26,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
+from .. import envs
 from ..deps import require
 from ..errors import RuntimeUnavailableError
 from ..om.atc import dym_shape_text
@@ -89,6 +91,7 @@ class InferSession:
         onnx_path: Optional[str] = None,
         manifest: Any = None,
         intra_op_num_threads: int = 0,
+        precision: Optional[str] = None,
     ) -> None:
         _check_session_args(device_id, model_path, acl_json_path, loop)
         onnx_file = Path(onnx_path) if onnx_path else Path(model_path).with_suffix(".onnx")
@@ -106,7 +109,9 @@ class InferSession:
         self.acl_json_path = acl_json_path
         self.debug = debug
         self.loop = loop
-        self._om = ReferenceOM(onnx_file, manifest, intra_op_num_threads=intra_op_num_threads)
+        precision = precision or PRECISION_OVERRIDE.get("precision") or envs.reference_precision()
+        self._om = ReferenceOM(onnx_file, manifest, intra_op_num_threads=intra_op_num_threads, precision=precision)
+        self.precision = self._om.precision  # fp32, or fp16 as ATC builds the package
         self.manifest = self._om.manifest
         self.built_mode = self._om.mode
         self._ranges = self._om.ranges
@@ -378,6 +383,24 @@ class InferSession:
 
     def __repr__(self) -> str:
         return f"<reference InferSession {os.path.basename(self.onnx_path)} device:{self.device_id}>"
+
+
+PRECISION_OVERRIDE: Dict[str, str] = {}  # set by :func:`numerics` for the sessions opened meanwhile
+
+
+@contextlib.contextmanager
+def numerics(precision: str) -> Iterator[None]:
+    """Reference sessions opened inside run with ``precision`` (``fp32`` or ``package``: as ATC builds the package),
+    whatever ``$PADDLEX_NPU_REFERENCE_PRECISION`` says."""
+    saved = PRECISION_OVERRIDE.get("precision")
+    PRECISION_OVERRIDE["precision"] = precision
+    try:
+        yield
+    finally:
+        if saved is None:
+            PRECISION_OVERRIDE.pop("precision", None)
+        else:
+            PRECISION_OVERRIDE["precision"] = saved
 
 
 ACL_GENERAL_FAILURE = "[-1][ACL: general failure] "

@@ -29,7 +29,8 @@ model replaced by a device model:
 
 Not modelled: copies overlapping compute (a call's transfers and compute are serial, as ais_bench's synchronous
 ``aclrtMemcpy`` around ``aclmdlExecute`` are), device memory limits, streams,
-fp16 numerics (outputs are the reference runtime's fp32), warm-up/compile time of a real OM.
+fp16 numerics beyond the reference runtime's (fp32, or ATC's fp16 storage with
+``PADDLEX_NPU_REFERENCE_PRECISION=package``: replayed from a store of their own), warm-up/compile time of a real OM.
 """
 
 from __future__ import annotations
@@ -600,7 +601,8 @@ class SimulatedSession(InferSession):
             default.ms_per_melem if sim.ms_per_melem is None else sim.ms_per_melem,
             default.pcie_gbps if sim.pcie_gbps is None else sim.pcie_gbps,
         )
-        self.store = ReplayStore(Path(sim.store or default_store()) / model_key(self.onnx_path))
+        key = model_key(self.onnx_path) + ("" if self.precision == "fp32" else f"-{self.precision}")
+        self.store = ReplayStore(Path(sim.store or default_store()) / key)  # fp16 outputs never replay as fp32
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
         self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # monotonic() (start, end)
         self._own = SimStats()
