@@ -4,6 +4,7 @@ recognition comparison: ctc_scores within the fp16 tolerance, near-ties told fro
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.reports import route_check as rc
@@ -29,6 +30,7 @@ def test_the_top_of_a_range_and_the_largest_gear_are_called():
 
 
 def test_text_is_rendered_at_the_calls_own_size():
+    pytest.importorskip("PIL", reason="rendering needs Pillow (the ocr extra)")
     (x,) = rc.render(REC, [2, 3, 48, 960])
     assert x.shape == (2, 3, 48, 960) and x.dtype == np.float32
     ink = (x[0, 0] < 0).mean(axis=0)  # columns with dark pixels: text across the width, not a 4x-upscaled blob
