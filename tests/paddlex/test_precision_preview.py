@@ -69,3 +69,16 @@ def test_the_command_reports_per_image(asset_root, tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "packages as built: PP-OCRv6_small_det fp16, PP-OCRv6_small_rec fp16" in out.stdout
     assert "line-2.png: 1 line(s), 0 text(s) changed" in out.stdout and (tmp_path / "r.json").is_file()
+
+
+def test_keep_dtype_names_are_checked_before_any_work(asset_root, tmp_path):
+    import pytest
+
+    from paddlex_npu.errors import ConfigError
+
+    rec = asset_root / "om" / assets.REC_V6_SMALL
+    with pytest.raises(ConfigError, match=r"--keep-dtype Nope: no such operator in inference.onnx"):
+        convert(rec, tmp_path / "a", "Ascend310P3", run=False, keep_dtype=["Nope"])
+    with pytest.raises(ConfigError, match=r"ATC ignores --keep_dtype with origin"):
+        convert(rec, tmp_path / "b", "Ascend910B4", run=False, precision="fp32", keep_dtype=["x"])
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
