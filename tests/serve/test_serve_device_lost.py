@@ -33,6 +33,21 @@ def _calls_of_one_page(asset_root, image, env) -> int:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
+def _device_memory(server) -> dict:
+    """``paddlex_npu_device_memory_bytes`` per worker pid, from ``/metrics``."""
+    import http.client
+    import re
+
+    c = http.client.HTTPConnection("127.0.0.1", server["port"], timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    found = re.findall(r'^paddlex_npu_device_memory_bytes\{device="0",worker="(\d+)"\} (\S+)$', text, re.M)
+    return {int(pid): float(v) for pid, v in found}
+
+
 def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_root, images, tmp_path, monkeypatch):
     sim = {"PADDLEX_NPU_SIM_STORE": str(tmp_path / "store"), "PADDLEX_NPU_SIM_LOCKS": str(tmp_path / "locks")}
     calls = _calls_of_one_page(asset_root, images["english"], sim)
@@ -47,6 +62,8 @@ def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_roo
         status, ok, _ = _post(server, body)
         assert status == 200, ok
         texts = ok["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]
+        memory = _device_memory(server)  # /metrics: each worker's device memory (the simulated device's)
+        assert set(memory) == set(first) and all(v > 0 for v in memory.values()), memory
         status, lost, headers = _post(server, body)  # the second page's first call: the context is lost
         assert status == 503 and lost["errorMsg"].startswith("DeviceLostError: "), lost
         assert "acl.rt.get_last_error) is 507015" in lost["errorMsg"], lost
