@@ -2,14 +2,19 @@
 
 - ``rec``: ``--calls`` text-recognition calls (PaddleX's PP-OCRv4 rec predictor on the NPU route, one rendered
   text line per call, cycling over ``--distinct`` lines), RSS of this process;
-- ``pages``: ``--pages`` rendered pages through the executor (OCR pipeline, ``--workers`` workers on one
-  device), RSS of the parent plus every worker.
+- ``pages``: ``--pages`` rendered pages of mixed sizes (``--distinct`` of them: 4 to 24 lines, 600 to 1400 px
+  wide) through the executor (OCR pipeline, ``--workers`` workers on one device), RSS of the parent plus every
+  worker, and on the simulated device the workers' device memory as ais_bench allocates it
+  (``paddlex_npu.run.simulated.DeviceMemory``, published per process as ``npu-smi`` lists it);
+- ``serve``: the same pages posted to a real ``paddlex-npu serve`` (``--workers`` workers, two clients), RSS of
+  the server and its workers, and the workers' device memory.
 
 The runtime is the simulated device (replayed outputs: a device-time model, no model compute) unless
 ``--runtime reference``. Growth is measured from the first sample after the warm-up (10% of the calls) to the last.
 
     python benchmarks/memory.py rec --calls 10000
     python benchmarks/memory.py pages --pages 1000 --workers 2
+    python benchmarks/memory.py serve --pages 1000 --workers 2
 """
 
 from __future__ import annotations
@@ -36,13 +41,39 @@ def rss_mib(pids: Iterable[int]) -> float:
 
 
 def _report(samples: List[tuple], warm: int) -> float:
-    """Print the samples; return the growth in % from the first sample at or after ``warm`` calls to the last."""
-    for n, seconds, mib in samples:
-        print(f"{n:>8} calls {seconds:>8.1f} s  RSS {mib:>8.1f} MiB")
-    base = next(mib for n, _, mib in samples if n >= warm)
-    growth = 100.0 * (samples[-1][2] - base) / base
+    """Print the samples (calls, seconds, RSS MiB[, device MiB, device peak MiB]); return the RSS growth in % from
+    the first sample at or after ``warm`` calls to the last, and print the device memory's."""
+    for n, seconds, mib, *device in samples:
+        dev = f"  device {device[0]:>8.1f} MiB (peak {device[1]:.1f})" if device else ""
+        print(f"{n:>8} calls {seconds:>8.1f} s  RSS {mib:>8.1f} MiB{dev}")
+    first = next(s for s in samples if s[0] >= warm)
+    growth = 100.0 * (samples[-1][2] - first[2]) / first[2]
     print(f"RSS growth after warm-up ({warm} calls): {growth:+.2f}% (target < 5%): {'OK' if growth < 5 else 'ABOVE'}")
+    if len(first) > 3:
+        print(f"device memory after warm-up: {first[3]:.1f} -> {samples[-1][3]:.1f} MiB (peak {samples[-1][4]:.1f})")
     return growth
+
+
+def device_mib(pids: Iterable[int]) -> tuple:
+    """The simulated device's memory of these processes (MiB in use between calls, MiB at peak), summed."""
+    from paddlex_npu.run import simulated
+
+    figures = simulated.device_memory_of(list(pids)).values()
+    return sum(f["bytes"] for f in figures) / 2**20, sum(f["peak_bytes"] for f in figures) / 2**20
+
+
+def mixed_pages(folder: Path, count: int) -> List[str]:
+    """``count`` pages of mixed sizes: 4 to 24 lines, 600 to 1400 px wide (a different text on each)."""
+    words = "invoice total amount due order shipped warehouse payment within thirty days".split()
+    pages = []
+    for k in range(count):
+        lines = [
+            f"{words[(k + i) % len(words)].title()} {words[(3 * k + i) % len(words)]} {1000 + 37 * k + i}"
+            for i in range(4 + (k * 5) % 21)
+        ]
+        path = folder / f"mixed{k:03d}.png"
+        pages.append(str(assets.render_text_image(lines, path, size=28, width=600 + (k * 137) % 801)))
+    return pages
 
 
 def run_rec(calls: int, distinct: int, every: int, root: Path) -> float:
@@ -72,7 +103,7 @@ def run_pages(pages: int, workers: int, distinct: int, every: int, root: Path) -
     from paddlex_npu import ParallelExecutor
 
     folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-mem-"))
-    paths = [str(p) for p in assets.render_pages(folder, distinct)]
+    paths = mixed_pages(folder, distinct)
     samples, start = [], time.perf_counter()
     with ParallelExecutor(assets.ocr_pipeline_config(root), workers_per_device=workers) as ex:
         inputs = (paths[k % distinct] for k in range(pages))
@@ -80,13 +111,45 @@ def run_pages(pages: int, workers: int, distinct: int, every: int, root: Path) -
             n = r.index + 1
             assert r.ok, r.error
             if n % every == 0 or n == pages:
-                samples.append((n, time.perf_counter() - start, rss_mib([os.getpid(), *ex.worker_pids])))
+                pids = [os.getpid(), *ex.worker_pids]
+                samples.append((n, time.perf_counter() - start, rss_mib(pids), *device_mib(ex.worker_pids)))
+    return _report(samples, pages // 10)
+
+
+def run_serve(pages: int, workers: int, distinct: int, every: int, root: Path) -> float:
+    import base64
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    import yaml
+    from serve_faults import Server, _children
+
+    folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-mem-"))
+    config = assets.ocr_pipeline_config(root)
+    config["Serving"] = {"visualize": False}
+    (folder / "ocr.yaml").write_text(yaml.safe_dump(config))
+    bodies = [
+        json.dumps({"file": base64.b64encode(Path(p).read_bytes()).decode(), "fileType": 1}).encode()
+        for p in mixed_pages(folder, distinct)
+    ]
+    server = Server(folder / "ocr.yaml", folder, workers, os.environ["PADDLEX_NPU_RUNTIME"])
+    samples, start = [], time.perf_counter()
+    try:
+        with ThreadPoolExecutor(2) as clients:
+            for n, (status, _) in enumerate(clients.map(server.post, (bodies[k % distinct] for k in range(pages))), 1):
+                assert status == 200, (status, server.log.read_text()[-2000:])
+                if n % every == 0 or n == pages:
+                    kids = _children(server.proc.pid)
+                    rss = rss_mib([server.proc.pid, *kids])
+                    samples.append((n, time.perf_counter() - start, rss, *device_mib(kids)))
+    finally:
+        server.stop()
     return _report(samples, pages // 10)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("rec", "pages"))
+    parser.add_argument("what", choices=("rec", "pages", "serve"))
     parser.add_argument("--calls", type=int, default=10000, help="rec: recognition calls")
     parser.add_argument("--pages", type=int, default=1000, help="pages: pages through the executor")
     parser.add_argument("--workers", type=int, default=2)
@@ -106,7 +169,8 @@ def main() -> int:
     if args.what == "rec":
         run_rec(args.calls, args.distinct, every, root)
     else:
-        run_pages(args.pages, args.workers, args.distinct, every, root)
+        run = run_pages if args.what == "pages" else run_serve
+        run(args.pages, args.workers, args.distinct, every, root)
     return 0
 
 

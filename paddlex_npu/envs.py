@@ -80,7 +80,16 @@ SIM_DEVICE_LOST = EnvVar(
     "PADDLEX_NPU_SIM_DEVICE_LOST",
     "unset (never)",
     "A fault of the simulated device, for tests: `N` makes the Nth device call of each process, and every later "
-    "one, fail with `DeviceLostError` (a lost device context); a fresh process counts from 1 again.",
+    "one, fail as ais_bench does on a lost context (`[-1][ACL: general failure]`, the ACL code 507015 only through "
+    "the simulated pyACL's `acl.rt.get_last_error`), which the route raises as `DeviceLostError`; a fresh process "
+    "counts from 1 again.",
+)
+REFERENCE_PRECISION = EnvVar(
+    "PADDLEX_NPU_REFERENCE_PRECISION",
+    "`fp32`",
+    "Numerics of the CPU reference runtime: `fp32` (the ONNX model as it is) or `package` (as ATC builds the "
+    "package: with its `precision` fp16, every weight and every operator's output stored in float16, except the "
+    "operators its `keep_dtype` names), to preview what fp16 does before the device.",
 )
 LOG_FORMAT = EnvVar(
     "PADDLEX_NPU_LOG_FORMAT",
@@ -193,6 +202,7 @@ VARIABLES: Tuple[EnvVar, ...] = (
     SIM_STORE,
     SIM_LOCKS,
     SIM_DEVICE_LOST,
+    REFERENCE_PRECISION,
     LOG_FORMAT,
     LOG_LEVEL,
     API_TOKENS,
@@ -259,6 +269,14 @@ def sim_device_lost() -> Optional[int]:
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{SIM_DEVICE_LOST.name}={value!r}: give the device call (1, 2, ...) that loses the device")
     return int(value)
+
+
+def reference_precision() -> str:
+    """``$PADDLEX_NPU_REFERENCE_PRECISION``: ``fp32`` (default) or ``package``; another value is refused."""
+    value = REFERENCE_PRECISION.get() or "fp32"
+    if value not in ("fp32", "package"):
+        raise ValueError(f"{REFERENCE_PRECISION.name}={value!r}: choose fp32 or package")
+    return value
 
 
 def markdown_table() -> str:

@@ -6,31 +6,79 @@ commit a04bd85b (2024-12-09): ``InitDevices`` calls ``aclInit`` once per process
 context for the first session on a device (``CreateContext``), the older one fails ("[100002][...]");
 ``free_resource`` destroys the session's context; every call makes the session's context current. pyACL: ``init``
 returns 0 or 100002; ``rt.set_device`` makes the device's default context current (one per device in a process,
-CANN ``acl.rt.set_device``); a failing aclruntime call raises ``RuntimeError("[<code>][<text>] ")``
-(``ErrorCode.cpp`` GetError)."""
+CANN ``acl.rt.set_device``); a failing aclruntime open or context call raises ``RuntimeError("[<code>][<text>] ")``
+(``ErrorCode.cpp`` GetError).
+
+A failing ``infer``/``run`` raises ``RuntimeError("[-1][ACL: general failure] ")`` whatever ACL said, as every
+ais_bench generation does (Yanguan619/aclruntime @8da7f645, ``ais-bench_workload/tool/ais_bench/backend/``:
+``base/module/ModelInfer/model_process.cpp:1196-1203`` Execute returns FAILED after ``ACLERR_LOG`` (stdout),
+``ModelInferenceProcessor.cpp:630-634`` maps it to ``APP_ERR_ACL_FAILURE`` (-1), ``PyInferenceSession.cpp:414-417``
+throws ``GetError(ret)``, ``ErrorCode.cpp:98-104`` and ``include/Base/ErrorCode/ErrorCode.h:32, 303`` make the text;
+the 2026 rewrite @df1f9a44 the same, ``aclruntime/src/ModelInfer/model_process.cpp:1454-1459``). The ACL code is
+seen only through pyACL on the failing thread: ``acl.rt.get_last_error(level)`` / ``peek_at_last_error(level)``
+(CANN 8.0 on; ``acl_rt.h:1173, 1183``) and ``acl.rt.query_device_status(device_id)`` -> ``(status, ret)``
+(``acl_rt.h:3247``), each left out with ``last_error=False`` / ``device_status=False`` (older CANN)."""
 
 from __future__ import annotations
 
+import threading
 import types
+import weakref
 from typing import Any, List, Optional
+
+ACL_GENERAL_FAILURE = "[-1][ACL: general failure] "  # ErrorCode.cpp:98-104 GetError(APP_ERR_ACL_FAILURE)
 
 
 class FakeAcl:
     """``acl.rt.get_context`` / ``set_context`` on one thread; ``foreign``: a context another library made."""
 
-    def __init__(self, foreign: Optional[str] = None, initialised: bool = False) -> None:
+    def __init__(
+        self,
+        foreign: Optional[str] = None,
+        initialised: bool = False,
+        *,
+        last_error: bool = True,
+        device_status: bool = True,
+    ) -> None:
         self.current = foreign
         self.initialised = foreign is not None or initialised  # aclInit already called by another library
         self.contexts: List[str] = [foreign] if foreign else []
         self.destroyed: List[str] = []
         self.set_calls: List[str] = []
         self.device_refs: dict = {}
-        self.rt = types.SimpleNamespace(
+        self.abnormal: set = set()  # devices query_device_status reports abnormal
+        self._thread = threading.local()
+        rt = dict(
             get_context=self.get_context,
             set_context=self.set_context,
             set_device=self.set_device,
             reset_device=self.reset_device,
         )
+        if last_error:
+            rt.update(get_last_error=self.get_last_error, peek_at_last_error=self.peek_at_last_error)
+        if device_status:
+            rt["query_device_status"] = self.query_device_status
+        self.rt = types.SimpleNamespace(**rt)
+
+    def fail(self, code: int, device_id: Optional[int] = None) -> RuntimeError:
+        """A device call of this thread failed with ACL ``code`` (``device_id``: and lost that device): the
+        exception ais_bench raises for it."""
+        self._thread.last = code
+        if device_id is not None:
+            self.abnormal.add(device_id)
+        return RuntimeError(ACL_GENERAL_FAILURE)
+
+    def get_last_error(self, level: int) -> int:
+        """``ret = acl.rt.get_last_error(level)``: the thread's last runtime error, cleared by the read."""
+        code, self._thread.last = getattr(self._thread, "last", 0), 0
+        return code
+
+    def peek_at_last_error(self, level: int) -> int:
+        return getattr(self._thread, "last", 0)
+
+    def query_device_status(self, device_id: int):
+        """``device_status, ret = acl.rt.query_device_status(device_id)``: 0 normal, 1 abnormal."""
+        return int(device_id in self.abnormal), 0
 
     def init(self, config_path: str = "") -> int:
         """A pyACL user's own ``acl.init()``."""
@@ -61,14 +109,27 @@ class FakeAcl:
         return 0
 
 
+def _failure(cls: Any) -> Optional[int]:
+    """The ACL code this call of a session class fails with (``fail_with``; ``fail_calls``: how many calls fail
+    from now on, None for every one), or None."""
+    if cls.fail_with is None or cls.fail_calls == 0:
+        return None
+    if cls.fail_calls is not None:
+        cls.fail_calls -= 1
+    return cls.fail_with
+
+
 def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> str:
-    """DeviceManager.cpp InitDevices (aclInit once per process) and CreateContext for a new session."""
-    if cls.ais_init is None or (cls.ais_init != 0 and not borrows):
-        ret = 100002 if acl.initialised else 0
-        if ret and not borrows:  # InitDevices before a04bd85b: initCounter_ = 0; return ret
-            raise RuntimeError(f"[{ret}][Error code unknown] ")
-        cls.ais_init = ret
-    if cls.ais_init == 100002 and device_id not in cls.devices:
+    """DeviceManager.cpp InitDevices (aclInit once per process) and CreateContext for a new session. Before
+    a04bd85b (Yanguan619/aclruntime @a04bd85b^), ``InitDevices`` returns 100002 with ``initCounter_ = 0``
+    (``DeviceManager.cpp:54-68``) and its only caller, the ``TensorContext`` constructor, logs it and goes on
+    (``Tensor/TensorContext/TensorContext.cpp:27-39``); ``CreateContext`` sets the device and creates a context
+    (``DeviceManager.cpp:209-230``): the session opens. ``cls.init_counter`` 0 remembers that for
+    ``free_resource``."""
+    if cls.ais_init is None:
+        cls.ais_init = 100002 if acl.initialised else 0
+        cls.init_counter = 0 if cls.ais_init and not borrows else 1
+    if borrows and cls.ais_init == 100002 and device_id not in cls.devices:
         # aclInit said "repeat initialize", so the first context of the device is aclrtGetCurrentContext after
         # aclrtSetDevice: the thread's, else the device's default context
         context = acl.current or f"default-ctx-{device_id}"
@@ -81,6 +142,26 @@ def _create_context(acl: FakeAcl, cls: Any, device_id: int, borrows: bool) -> st
     return context
 
 
+class _Pybind:
+    """The ``aclruntime.InferenceSession`` an ``InferSession`` keeps as ``.session``: ``free_resource``
+    (``PyInferenceSession.cpp`` FreeResource) returns an int and never raises: SetContext, Destroy (the model and
+    its memory), then DestroyContext, which returns 1009 (``APP_ERR_COMM_OUT_OF_RANGE``, ``ErrorCode.h:63, 72``)
+    while ``initCounter_`` is 0 (``DeviceManager.cpp@a04bd85b^:138-142``): the context is left alive."""
+
+    def __init__(self, acl: FakeAcl, owner: Any, context: str) -> None:
+        self.acl, self.owner, self.context = acl, owner, context
+        self.freed = False
+
+    def free_resource(self) -> int:
+        self.acl.current = self.context
+        self.freed = True
+        if self.owner.init_counter == 0:
+            return 1009
+        if self.context not in self.acl.destroyed:
+            self.acl.destroyed.append(self.context)
+        return 0
+
+
 def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -> type:
     """An ``InferSession`` class: ``new_api`` has ``infer_mode_switch``, ``out_array``, ``free_resource`` and
     ``reset_summaryinfo`` (2023-09+); the old one (interface.py of 2023-01) runs dymbatch/dymhw without setting a
@@ -88,9 +169,15 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
     from 2024-12 on; without it, a session in a process where ACL was initialised first fails."""
 
     class FakeInferSession:
+        @property
+        def freed(self) -> bool:
+            return self.pybind.freed  # kept: the route detaches .session after freeing
+
         devices: set = set()
         ais_init: Optional[int] = None  # aclInit's return in ais_bench's InitDevices (None: not called yet)
+        init_counter = 1  # DeviceManager's initCounter_ (0 after a failed aclInit, before a04bd85b)
         fail_with: Optional[int] = None  # an ACL code the next infer fails with
+        fail_calls: Optional[int] = None  # how many calls fail with it (None: every one)
 
         def __init__(
             self, device_id: int, model_path: str, acl_json_path: Any = None, debug: bool = False, loop: int = 1
@@ -102,9 +189,9 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
                 self.acl_json_path, self.debug = acl_json_path, debug
             self.calls: List[tuple] = []
             self.infer_kwargs: dict = {}  # the keyword arguments of the last infer
-            self.freed = False
             self.exec_time_list: List[float] = []  # the C++ execTimeList, one entry per execution
             self.context = _create_context(acl, FakeInferSession, device_id, borrows)
+            self.session = self.pybind = _Pybind(acl, FakeInferSession, self.context)
             if new_api:
                 self.infer_mode_switch = {m: None for m in ("static", "dymbatch", "dymhw", "dymdims", "dymshape")}
 
@@ -126,8 +213,9 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
         if new_api:
 
             def free_resource(self) -> None:
-                acl.destroyed.append(self.context)
-                self.freed = True
+                """interface.py@a04bd85b^:237-239: the pybind's int is dropped."""
+                if hasattr(self.session, "free_resource"):
+                    self.session.free_resource()
 
             def reset_summaryinfo(self) -> None:  # interface.py: ``self.session.reset_sumaryinfo()``
                 self.exec_time_list.clear()
@@ -136,8 +224,9 @@ def session_class(acl: FakeAcl, *, new_api: bool = True, borrows: bool = True) -
                 acl.current = self.context
                 self.calls.append(("infer", mode))
                 self.infer_kwargs = {"mode": mode, "custom_sizes": custom_sizes, "out_array": out_array}
-                if FakeInferSession.fail_with is not None:
-                    raise RuntimeError(f"[{FakeInferSession.fail_with}][Error code unknown] ")
+                code = _failure(FakeInferSession)
+                if code is not None:
+                    raise acl.fail(code)
                 self.exec_time_list.append(1.0)
                 return list(feeds)
 
@@ -170,12 +259,15 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
     class InferenceSession:
         devices: set = set()
         ais_init: Optional[int] = None
+        init_counter = 1
         fail_with: Optional[int] = None  # an ACL code the next run fails with
+        fail_calls: Optional[int] = None  # how many calls fail with it (None: every one)
 
         def __init__(self, model_path: str, device_id: int, opts: session_options) -> None:
             self.model_path, self.device_id, self.opts = model_path, device_id, opts
             self.calls: List[tuple] = []
             self.freed = False
+            self.free_calls = 0
             self.exec_time_list: List[float] = []
             self.context = _create_context(acl, InferenceSession, device_id, borrows)
 
@@ -191,8 +283,9 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
         def run(self, out_names: List[str], inputs: list) -> list:
             acl.current = self.context
             self.calls.append(("run", list(out_names)))
-            if InferenceSession.fail_with is not None:
-                raise RuntimeError(f"[{InferenceSession.fail_with}][Error code unknown] ")
+            code = _failure(InferenceSession)
+            if code is not None:
+                raise acl.fail(code)
             self.exec_time_list.append(1.0)
             return list(inputs)
 
@@ -222,14 +315,20 @@ def aclruntime_module(acl: FakeAcl, *, borrows: bool = True) -> types.ModuleType
             self.calls.append(("set_custom_outsize", custom_sizes))
 
         def free_resource(self) -> int:
-            acl.current = self.context  # FreeResource: SetContext, Destroy, DestroyContext
-            if not self.freed:
-                acl.destroyed.append(self.context)
-                self.freed = True
+            """FreeResource: SetContext, Destroy, DestroyContext. A second call finds its context gone: SetContext
+            fails and "set context failed" is logged at ERROR (``PyInferenceSession.cpp@df1f9a44:152-158``)."""
+            self.free_calls += 1
+            if self.freed:
+                module.errors.append(f"set context failed ({self.model_path})")
+                return 107002
+            acl.current = self.context
+            acl.destroyed.append(self.context)
+            self.freed = True
             return 0
 
     module.session_options = session_options
     module.InferenceSession = InferenceSession
+    module.errors = []  # ERROR lines aclruntime logged
     return module
 
 
@@ -240,7 +339,19 @@ def session_class_2026(aclruntime: types.ModuleType) -> type:
     ``ais_bench.infer.interface`` (:func:`install` puts ``aclruntime`` there, as upstream's ``import aclruntime``).
     Argument checks, zero copy, pipelines and iterations are left out: nothing here reaches them."""
 
+    live_sessions: weakref.WeakSet = weakref.WeakSet()  # interface.py:74
+
     class InferSession:
+        @staticmethod
+        def _finalize_acl() -> None:
+            """The atexit hook (interface.py:173-190): frees every live session's pybind session, then detaches."""
+            for sess in list(live_sessions):
+                if getattr(sess, "session", None) is not None:
+                    func = getattr(sess.session, "free_resource", None)
+                    if func is not None:
+                        func()
+                    sess.session = None
+
         def __init__(
             self,
             device_id: int,
@@ -263,6 +374,7 @@ def session_class_2026(aclruntime: types.ModuleType) -> type:
             self.options.log_level = 1 if self.debug else 2
             self.options.loop = self.loop
             self.session = aclruntime.InferenceSession(self.model_path, self.device_id, self.options)
+            live_sessions.add(self)  # interface.py:146
             self.outputs_names = [meta.name for meta in self.session.get_outputs()]
             self.infer_mode_switch = {
                 "static": self._static_prepare,

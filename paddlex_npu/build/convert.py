@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import yaml
@@ -32,6 +32,7 @@ from ..errors import ConfigError, ConvertError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
 from ..om.atc import (
+    KEEP_DTYPE_FILE,
     atc_args,
     atc_has_precision_mode_v2,
     check_precision,
@@ -297,6 +298,28 @@ def _manifest(
     )
 
 
+def _kept(onnx_path: Path, names: Optional[Sequence[str]], precision: str) -> Optional[List[str]]:
+    """The operators to keep in float32 (ATC ``--keep_dtype``), checked against the model's node names; ATC
+    ignores the option with ``--precision_mode_v2=origin`` (``--precision fp32``), so that is refused."""
+    if not names:
+        return None
+    if precision != "fp16":
+        raise ConfigError(
+            f"--keep-dtype keeps operators in float32 under --precision fp16; with --precision {precision} "
+            "the whole model is already kept as built (ATC ignores --keep_dtype with origin): drop one"
+        )
+    import onnx
+
+    nodes = {n.name for n in onnx.load(str(onnx_path), load_external_data=False).graph.node}
+    unknown = [n for n in names if n not in nodes]
+    if unknown:
+        raise ConfigError(
+            f"--keep-dtype {','.join(unknown)}: no such operator in {onnx_path.name} (give ONNX node names, as "
+            "`paddlex-npu inspect` or Netron shows them)"
+        )
+    return list(dict.fromkeys(names))
+
+
 def plan_conversion(
     model_dir: Path,
     work: Path,
@@ -313,13 +336,15 @@ def plan_conversion(
     export_env: Optional[str] = None,
     reduce: bool = True,
     cann: str = DEFAULT_CANN,
+    keep_dtype: Optional[Sequence[str]] = None,
     **plan: Any,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
     ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
     PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
     ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
-    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`)."""
+    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`).
+    ``keep_dtype``: ONNX node names ATC keeps in float32 under fp16 (``--keep_dtype``)."""
     shapes_given = dict(gears=gears, samples=samples, max_gears=max_gears, max_batch=max_batch, max_side=max_side)
     check_options(soc, mode, precision=precision, export_env=export_env, cann=cann, **shapes_given, **plan)
     yml, cfg, model_name = _read_model_folder(model_dir)
@@ -350,6 +375,7 @@ def plan_conversion(
             # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
             "output_dims": derive_file(onnx.path, data_dependent),
             "reduction": reduction,
+            "keep_dtype": _kept(onnx.path, keep_dtype, precision),
         }
     )
     man.check_soc()
@@ -607,6 +633,8 @@ def _write_package(conv: Conversion, work: Path, out_dir: Path, soc: str, run: b
         return atc_args(folder / "inference.onnx", folder / "inference", soc, conv.manifest, prec, v2)
 
     command = shlex.join(args_in(out_dir))
+    if conv.manifest.keep_dtype:  # ATC --keep_dtype: a file of operator names, one a line
+        (work / KEEP_DTYPE_FILE).write_text("\n".join(conv.manifest.keep_dtype) + "\n", encoding="utf-8")
     _build_om(work, args_in, precision, run, [f"{p.folder}/atc.sh" for p in conv.parts])
     conv.manifest.model_copy(update={"atc_command": command}).save(work / mf.MANIFEST_NAME)
     for part in conv.parts:  # a split model's step/ and tail/: packages of their own

@@ -11,6 +11,7 @@ paddlex-npu doctor            what this machine lacks for the NPU route, and the
 paddlex-npu support           the NPU route's coverage of PaddleX's predictors
 paddlex-npu info              versions, supported PaddleX range, runtimes available
 paddlex-npu selftest [--om-root DIR] [--json FILE] [--runtime ais_bench|reference]   the acceptance run
+paddlex-npu precision-preview PIPELINE.yaml IMAGES...   fp32 vs the packages' fp16, on the CPU
 paddlex-npu benchmark         throughput by route: NPU executor (K workers), NPU serial, PaddleX's CPU engines
 paddlex-npu capacity REPORT.json [--cores N --npus M]   pages/s and the bottleneck for a host, from a benchmark
 paddlex-npu serve-bench       load on real servers over loopback HTTP (alias: benchmark --serve)

@@ -92,6 +92,7 @@ def run_convert(args: argparse.Namespace) -> int:
             max_width=args.max_width,
             reduce=not args.no_reduce,
             cann=args.cann_version,
+            keep_dtype=[n for n in (args.keep_dtype or "").split(",") if n] or None,
         )
     except PaddlexNpuError as exc:
         return fail("convert", exc)
@@ -114,6 +115,22 @@ def _atc_args(p: argparse.ArgumentParser) -> None:
         default="8",
         choices=("7", "8"),
         help="the CANN generation whose ATC builds the OM: its ONNX operator support is checked",
+    )
+
+
+def precision_args(p: argparse.ArgumentParser) -> None:
+    """convert's precision options: ATC's --precision_mode_v2 and --keep_dtype."""
+    p.add_argument(
+        "--precision",
+        default="fp16",
+        choices=("fp16", "fp32"),
+        help="ATC precision: fp16 (--precision_mode_v2=fp16) or fp32 (origin: the whole model as built)",
+    )
+    p.add_argument(
+        "--keep-dtype",
+        metavar="NODES",
+        help="comma-separated ONNX node names ATC keeps in float32 under fp16 (ATC --keep_dtype); "
+        "`paddlex-npu precision-preview` shows their effect",
     )
 
 
@@ -164,7 +181,7 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         help="--gears auto for text recognition: the samples are pages (detection runs first) or lines",
     )
     p.add_argument("--max-width", type=int, help="text recognition: the widest line the cover gear takes (<= 3200)")
-    p.add_argument("--precision", default="fp16", choices=("fp16", "fp32"), help="ATC precision")
+    precision_args(p)
     p.add_argument(
         "--export-env",
         help="PIR models (inference.json): 'auto' makes (once) and uses an export environment with paddlepaddle "

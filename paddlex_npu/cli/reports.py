@@ -1,5 +1,5 @@
-"""Report commands: ``info``, ``doctor``, ``inspect``, ``support`` (coverage) and ``selftest`` (the hardware
-acceptance run)."""
+"""Report commands: ``info``, ``doctor``, ``inspect``, ``support`` (coverage), ``selftest`` (the hardware
+acceptance run) and ``precision-preview`` (what fp16 does, on the CPU)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,45 @@ def selftest_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def run_precision_preview(args: argparse.Namespace) -> int:
+    from ..errors import PaddlexNpuError
+    from ..reports.precision_preview import preview
+
+    try:
+        report = preview(args.pipeline, args.images)
+    except PaddlexNpuError as exc:
+        return fail("precision-preview", exc)
+    print("packages as built: " + ", ".join(f"{k} {v}" for k, v in report.precisions.items()))
+    for page in report.pages:
+        print(
+            f"{page.image}: {page.lines} line(s), {len(page.changed)} text(s) changed, "
+            f"{len(page.only_fp32) + len(page.only_fp16)} box(es) on one side only, boxes moved <= "
+            f"{page.max_box_shift:.1f} px, scores changed <= {page.max_score_change:.4f}"
+        )
+        for old, new in page.changed:
+            print(f"    fp32 {old!r} -> fp16 {new!r}")
+        for text in page.only_fp32:
+            print(f"    fp32 only: {text!r}")
+        for text in page.only_fp16:
+            print(f"    fp16 only: {text!r}")
+    total = report.summary()
+    print(
+        f"\n{total['images']} image(s), {total['lines']} line(s): {total['changed_texts']} text(s) changed, "
+        f"{total['boxes_one_side']} box(es) on one side only, boxes moved <= {total['max_box_shift']:.1f} px, "
+        f"scores changed <= {total['max_score_change']:.4f}"
+    )
+    if args.json:
+        Path(args.json).write_text(report.to_json(), encoding="utf-8")
+        print(f"report: {args.json}")
+    return 0
+
+
+def precision_preview_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pipeline", help="a PaddleX pipeline YAML over OM packages (paddlex-npu convert builds them)")
+    p.add_argument("images", type=Path, nargs="+", help="image files, or folders of images")
+    p.add_argument("--json", help="write the per-image differences here as JSON")
+
+
 def run_info(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -154,6 +193,14 @@ COMMANDS = (
         run_selftest,
         selftest_args,
         example="paddlex-npu selftest --om-root DIR --json report.json",
+    ),
+    Command(
+        "precision-preview",
+        "on the CPU: an OCR pipeline's results at fp32 and at its packages' precision (ATC's fp16), compared",
+        run_precision_preview,
+        precision_preview_args,
+        needs_route=True,
+        example="paddlex-npu precision-preview ocr.yaml my_pages/ --json fp16.json",
     ),
 )
 

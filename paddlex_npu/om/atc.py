@@ -46,7 +46,8 @@ def check_precision(soc: str, precision: str) -> None:
         raise ConfigError(
             f"--precision fp32 on {soc}: Ascend310/310B/310P compute convolutions and matmuls in fp16 only, so an "
             "fp32 (origin) OM sends those operators to the AI CPU or fails to build; use --precision fp16 (the "
-            "default; the selftest compares its outputs with the fp32 CPU reference)"
+            "default; `paddlex-npu precision-preview` shows what it changes, `--keep-dtype` keeps named operators "
+            "in fp32)"
         )
 
 
@@ -141,6 +142,9 @@ def input_shape_arg(man: OMManifest) -> str:
     return ";".join(f"{n}:{d}" for n, d in dims.items())
 
 
+KEEP_DTYPE_FILE = "keep_dtype.cfg"  # the package's ATC --keep_dtype file: operator names kept float32
+
+
 def atc_args(
     onnx_path: Path, output: Path, soc: str, man: OMManifest, precision: Optional[str], v2: bool = True
 ) -> List[str]:
@@ -156,6 +160,8 @@ def atc_args(
         args.append(f"--dynamic_image_size={gears}")
     elif man.mode == "dymdims":
         args.append(f"--dynamic_dims={gears}")
+    if man.keep_dtype:
+        args.append(f"--keep_dtype={Path(onnx_path).parent / KEEP_DTYPE_FILE}")
     if precision is not None:
         args += precision_args(precision, v2)
     return args

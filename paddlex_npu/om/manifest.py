@@ -19,6 +19,7 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
                                                # ("d0_0", "floor((d0_3 + 3)/8)"; d<input>_<dim>), or null where
                                                # the input values decide (bounded by data_dependent_max)
       "soc_version": "Ascend310P3", "precision": "fp16" | "fp32",
+      "keep_dtype": ["Conv.3"],                # operators ATC keeps in float32 under fp16 (ATC --keep_dtype)
       "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
       "atc_command": "atc --framework=5 ...",
       "reduction": {"kind": "ctc_greedy", "source": "softmax_11.tmp_0", "classes": 6625},
@@ -147,6 +148,7 @@ class OMManifest(BaseModel):
     output_dims: Optional[List[Optional[List[Union[int, str, None]]]]] = None
     soc_version: Optional[str] = None
     precision: Optional[str] = None
+    keep_dtype: Optional[List[str]] = None  # operators ATC keeps in their original precision (--keep_dtype)
     onnx_sha256: Optional[str] = None
     atc_command: Optional[str] = None
     reduction: Optional[OutputReduction] = None

@@ -2,10 +2,10 @@
 
 On an Ascend machine, for the bundled PP-OCRv4 models (det, rec) found as OM packages under ``om_root``
 (``paddlex-npu assets`` builds their ONNX folders, ``paddlex-npu convert`` their OMs): each runs through the route
-on ais_bench and on the CPU reference runtime with the same synthetic text inputs (rec: the greedy CTC texts equal,
-:func:`ctc_texts`: per step the best class, repeats collapsed, the blank dropped, so a near-tie step that flips
-between a blank and the character beside it does not fail the run; det: the DB maps thresholded at 0.3 agree on at
-least 99% of pixels, i.e. the same boxes within a few pixels),
+on ais_bench and on the CPU reference runtime with the same text inputs, rendered at their native size, at a base
+shape and at the largest the package takes (:mod:`.route_check`: rec's greedy CTC texts equal, a reduced package's
+``ctc_scores`` within the fp16 tolerance, texts that differ only at near-ties told apart; det's DB maps thresholded
+at 0.3 agree on at least 99% of pixels),
 and its manifest is compared with what ACL reports about the OM through pyACL (batch / H-W gears; dims gears as
 every dim of every input concatenated; dymshape ranges, with what ACL says of unbounded dims recorded in the
 report; static shapes), after ``aclInit`` (0 or "repeat initialize") and ``aclrtSetDevice``, reset afterwards.
@@ -35,6 +35,7 @@ from .. import runtimes
 from ..errors import AclCallError, ConfigError
 from ..run.device_ids import VISIBLE_ENV, device_hint, soc_matches
 from ..version import __version__
+from .route_check import CTC_SCORE_ATOL, call_shapes, compare, reference_probs, render, shapes_text
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 RUNTIMES = runtimes.SELFTEST_NAMES
@@ -44,7 +45,6 @@ LAYOUT = (
     f"give a folder holding one OM package per model, in subfolders named {' and '.join(MODELS)} "
     "(`paddlex-npu convert ASSETS/om/MODEL -o ROOT/MODEL --soc-version SOC`; `paddlex-npu assets` prints ASSETS)"
 )
-DET_AGREEMENT = 0.99  # share of pixels whose DB map (> 0.3) agrees between the device and the reference
 
 
 @dataclass
@@ -110,58 +110,11 @@ def _package(om_root: Optional[Path], model: str, runtime: str = "ais_bench") ->
     return Check(name, PASS, str(folder))
 
 
-def _inputs(model: str) -> List[np.ndarray]:
-    """A rendered text line (PIL's built-in font), normalised as PaddleX's preprocessing does."""
-    from PIL import Image, ImageDraw
-
-    h, w = (160, 640) if model.endswith("det") else (48, 320)
-    img = Image.new("RGB", (w // 4, h // 4), "white")
-    ImageDraw.Draw(img).text((4, h // 16), "NPU 2024", fill="black")
-    x = np.asarray(img.resize((w, h)), np.float32) / 255
-    if model.endswith("det"):
-        x = (x - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
-    else:
-        x = (x - 0.5) / 0.5
-    return [x.transpose(2, 0, 1)[None].astype(np.float32)]
-
-
-def ctc_texts(out: np.ndarray, blank: int = 0) -> List[List[int]]:
-    """Greedy CTC decoding per sample: the best class of every step (``out`` [N, T, C] scores: their argmax; or
-    [N, T] class indices, as an on-device ArgMax gives them), repeats collapsed, the blank dropped."""
-    steps = np.asarray(out)
-    steps = steps.argmax(-1) if steps.ndim == 3 else steps.astype(np.int64)
-    texts = []
-    for row in steps.reshape(-1, steps.shape[-1]):
-        keep = np.ones(len(row), bool)
-        keep[1:] = row[1:] != row[:-1]
-        texts.append([int(c) for c in row[keep & (row != blank)]])
-    return texts
-
-
-def first_differing_step(device: np.ndarray, reference: np.ndarray) -> Optional[List[int]]:
-    """[sample, step] of the first step whose best class differs (scores or indices), or None."""
-    a, b = (np.asarray(x) for x in (device, reference))
-    a, b = (x.argmax(-1) if x.ndim == 3 else x for x in (a, b))
-    where = np.argwhere(a.reshape(-1, a.shape[-1]) != b.reshape(-1, b.shape[-1]))
-    return [int(v) for v in where[0]] if len(where) else None
-
-
-def compare_ctc(device: np.ndarray, reference: np.ndarray, charset: Optional[List[str]] = None) -> Tuple[bool, dict]:
-    """Whether two recognition outputs decode to the same texts (:func:`ctc_texts`), with the first differing step
-    and both texts (as characters when ``charset`` is given: index 0 the blank, then the dictionary)."""
-    ours, theirs = ctc_texts(device), ctc_texts(reference)
-
-    def spell(text: List[int]) -> Any:
-        if charset is None:
-            return text
-        return "".join(charset[i] if 0 <= i < len(charset) else f"<{i}>" for i in text)
-
-    data = {
-        "device_text": [spell(t) for t in ours],
-        "reference_text": [spell(t) for t in theirs],
-        "first_differing_step": first_differing_step(device, reference),
-    }
-    return ours == theirs, data
+def _compare(model: str, device: Any, reference: Any, charset: Optional[List[str]] = None, probs: Any = None) -> Check:
+    """One call's outputs (an array, or the list of them) compared as :func:`.route_check.compare` does."""
+    as_list = [(list(x) if isinstance(x, (list, tuple)) else [x]) for x in (device, reference)]
+    verdict = compare(model, as_list[0], as_list[1], charset, probs)
+    return Check(f"route {model}: ais_bench vs reference", PASS if verdict.ok else FAIL, verdict.detail, verdict.data)
 
 
 def rec_charset(model_dir: Path) -> Optional[List[str]]:
@@ -177,27 +130,6 @@ def rec_charset(model_dir: Path) -> Optional[List[str]]:
     return [""] + [str(c) for c in chars] + [" "]
 
 
-def _compare(model: str, device: np.ndarray, reference: np.ndarray, charset: Optional[List[str]] = None) -> Check:
-    name = f"route {model}: ais_bench vs reference"
-    if device.shape[:2] != reference.shape[:2] or (not model.endswith("rec") and device.shape != reference.shape):
-        return Check(name, FAIL, f"output shapes differ: {device.shape} vs {reference.shape}")
-    if model.endswith("det"):
-        diff = float(np.abs(device - reference).max())
-        agree = float(np.mean((device > 0.3) == (reference > 0.3)))
-        status = PASS if agree >= DET_AGREEMENT else FAIL
-        return Check(name, status, f"DB maps agree on {agree:.4f} of pixels (>= {DET_AGREEMENT})", {"max_abs": diff})
-    same, data = compare_ctc(device, reference, charset)
-    if device.shape == reference.shape:
-        data["max_abs"] = float(np.abs(device.astype(np.float64) - reference).max())
-    if same:
-        return Check(name, PASS, f"greedy CTC texts equal: {data['device_text']}", data)
-    detail = (
-        f"greedy CTC texts differ: device {data['device_text']}, reference {data['reference_text']} "
-        f"(first differing step [sample, step] {data['first_differing_step']})"
-    )
-    return Check(name, FAIL, detail, data)
-
-
 def _route_name(model: str, runtime: str) -> str:
     if runtime == "reference":
         return f"route {model}: reference package vs ONNX Runtime"
@@ -206,32 +138,63 @@ def _route_name(model: str, runtime: str) -> str:
 
 def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench") -> Check:
     """The model through the route (runner, shape policy, session) on the device, against the same route on the CPU
-    reference runtime. ``runtime`` reference: the route on the reference runtime (gear padding and cropping
-    included) against ONNX Runtime on the unpadded input."""
+    reference runtime with the package's precision (fp16 as ATC builds it: :mod:`..run.reference_precision`), at
+    each of :func:`.route_check.call_shapes`. ``runtime`` reference: the route on the
+    reference runtime (gear padding and cropping included) against ONNX Runtime on the unpadded input."""
+    from ..om import manifest as mf
+
+    folder = om_root / model
+    man = mf.load(folder / mf.MANIFEST_NAME)
+    shapes = call_shapes(man, model)
+    sides = ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",)
+    feeds = {name: render(model, shape) for name, shape in shapes.items()}
+    from ..run.reference import numerics
+
+    with numerics("package" if runtime == "ais_bench" else "fp32"):  # the device's precision against the device
+        outs = {rt: _route_outputs(folder, model, device_id, rt, feeds) for rt in sides}
+    if runtime == "reference":
+        outs["ais_bench"] = outs["reference"]
+        outs["reference"] = _onnx_outputs(folder, feeds)
+    charset = rec_charset(folder) if model.endswith("rec") else None
+    per_shape, failed = {}, []
+    atol = None if runtime == "reference" and man.mode != "dymshape" else CTC_SCORE_ATOL  # padded vs unpadded
+    for name, x in feeds.items():
+        probs = _probs(folder, man, x)
+        verdict = compare(model, outs["ais_bench"][name], outs["reference"][name], charset, probs, atol)
+        per_shape[name] = {"shape": shapes[name], "ok": verdict.ok, "detail": verdict.detail, **verdict.data}
+        if not verdict.ok:
+            failed.append(f"{name} {'x'.join(map(str, shapes[name]))}: {verdict.detail}")
+    if failed:
+        return Check(_route_name(model, runtime), FAIL, "; ".join(failed), per_shape)
+    detail = f"{shapes_text(shapes)}: " + "; ".join(v["detail"] for v in per_shape.values())
+    return Check(_route_name(model, runtime), PASS, detail, per_shape)
+
+
+def _route_outputs(folder: Path, model: str, device_id: int, runtime: str, feeds: Dict[str, Any]) -> Dict[str, Any]:
+    """Every output of the route at each shape, one runner per side."""
     from ..config import OMBackendConfig
     from ..run.runner import build_om_runner
 
-    x = _inputs(model)
-    outs = {}
-    for rt in ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",):
-        runner = build_om_runner(
-            om_root / model, runtime=rt, device_id=device_id, config=OMBackendConfig(), task=TASKS[model]
-        )
-        try:
-            outs[rt] = np.asarray(runner(x)[0])
-        finally:
-            runner.close()
-    charset = rec_charset(om_root / model) if model.endswith("rec") else None
-    if runtime == "ais_bench":
-        check = _compare(model, outs["ais_bench"], outs["reference"], charset)
-    else:
-        import onnxruntime as ort
+    runner = build_om_runner(folder, runtime=runtime, device_id=device_id, config=OMBackendConfig(), task=TASKS[model])
+    try:
+        return {name: [np.asarray(o) for o in runner(x)] for name, x in feeds.items()}
+    finally:
+        runner.close()
 
-        sess = ort.InferenceSession(str(om_root / model / "inference.onnx"), providers=["CPUExecutionProvider"])
-        direct = np.asarray(sess.run(None, {sess.get_inputs()[0].name: x[0]})[0])
-        check = _compare(model, outs["reference"], direct, charset)
-    check.name = _route_name(model, runtime)
-    return check
+
+def _onnx_outputs(folder: Path, feeds: Dict[str, Any]) -> Dict[str, Any]:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(str(folder / "inference.onnx"), providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return {k: [np.asarray(o) for o in sess.run(None, {name: x[0]})] for k, x in feeds.items()}
+
+
+def _probs(folder: Path, man: Any, x: List[Any]) -> Optional[Callable[[], Any]]:
+    """For a reduced recogniser: the reference's full probabilities, computed only when asked (texts differ)."""
+    if man.reduction is None:
+        return None
+    return lambda: reference_probs(str(folder / "inference.onnx"), x, man.reduction.source)
 
 
 ACL_ERROR_REPEAT_INITIALIZE = 100002  # aclInit in a process where ACL is already initialised (ais_bench did it)

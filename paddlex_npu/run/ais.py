@@ -13,8 +13,11 @@ keep theirs. What happens when something else called ``aclInit`` first depends o
   (``aclrtGetCurrentContext`` after ``aclrtSetDevice``: the device's default context) for the first session on a
   device; its ``free_resource`` would destroy that context (CANN forbids destroying contexts not made by
   ``aclrtCreateContext``), so such a session is never freed (logged);
-- before it, ``InitDevices`` fails on that return code and the session cannot open ("[100002]..."): the error
-  says what to do (:data:`OLD_AIS_BENCH_HINT`).
+- before it, ``InitDevices`` returns that code with its counter at 0 (``DeviceManager.cpp@a04bd85b^:54-68``), but
+  its only caller, the ``TensorContext`` constructor, logs it and goes on (``TensorContext.cpp@a04bd85b^:27-39``):
+  the session opens on a context of its own and infers; only ``free_resource`` returns 1009 (``DestroyContext``,
+  ``:138-142``), leaving that context alive. Such sessions are opened with a warning, and ``free_resource``'s int
+  is checked (the ``InferSession`` wrapper drops it: the pybind session's is read).
 
 Which generation is installed is read from the aclruntime extension itself (:func:`ais_bench_borrows`: its
 ``WARN_LOG("acl repeat initialize")`` text exists only from that commit on; the wheel's version never changes).
@@ -24,9 +27,10 @@ library known to have initialised ACL counts (:func:`acl_initialisers`; torch_np
 A context just destroyed is never restored. ``aclInit`` runs once per process, so only the first session's
 ``acl_json_path`` counts: a later, different one is warned about once.
 
-Device-fatal errors: a call that fails with an ACL code meaning the context or the device is gone
-(:data:`DEVICE_FATAL_CODES`) raises :class:`~paddlex_npu.errors.DeviceLostError`, so the worker holding the session
-can be replaced by its supervisor; other failures keep their own error.
+Device-fatal errors: a failed ``infer`` says only ``[-1][ACL: general failure]``, so whether the device is lost is
+asked of ACL on the calling thread (:class:`~.acl_errors.LossJudge`); a lost device raises
+:class:`~paddlex_npu.errors.DeviceLostError`, so the worker holding the session can be replaced by its
+supervisor; other failures keep their own error.
 """
 
 from __future__ import annotations
@@ -36,7 +40,6 @@ import importlib.util
 import inspect
 import logging
 import os
-import re
 import sys
 import threading
 from pathlib import Path
@@ -44,6 +47,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Union
 
 from ..errors import DeviceLostError, NpuDeviceUnavailableError, RuntimeUnavailableError
 from ..log import logger
+from .acl_errors import LossJudge, acl_code, fatal_code_lost
 from .device_ids import check_device_id, device_hint
 
 INSTALL_HINT = (
@@ -157,17 +161,10 @@ def keep_acl_context(skip: Optional[Any] = None) -> Iterator[None]:
 # device), MindSpore; torch_npu only in its lazy init (torch_npu/npu/__init__.py ``_lazy_init``, on the first NPU
 # call), so importing it initialises nothing: it counts once ``torch_npu.npu.is_initialized()`` says so.
 ACL_INITIALISING_MODULES = ("mindspore", "paddle_custom_device")
-ACL_ERROR_REPEAT_INITIALIZE = 100002
 # The aclruntime log text Ascend tools' commit a04bd85b (2024-12-09, DeviceManager.cpp InitDevices) added with
-# the borrowing of a context; a build without it fails when ACL was initialised first.
+# the borrowing of a context; a build without it opens beside another ACL user but cannot free its contexts.
 BORROWING_MARKER = b"acl repeat initialize"
-OLD_AIS_BENCH_HINT = (
-    "this aclruntime predates ais_bench's 2024-12 DeviceManager change (Ascend tools commit a04bd85b), which lets "
-    "it share ACL with a library that initialised ACL first; it fails instead (aclInit returns 100002, "
-    "ACL_ERROR_REPEAT_INITIALIZE). Load paddlex-npu's models before that library initialises ACL, run them in "
-    "their own process (paddlex_npu.parallel, `paddlex-npu serve` workers), or install aclruntime built from "
-    "Ascend tools' ais_bench source of 2024-12-09 or later"
-)
+ACL_ERROR_COMM_OUT_OF_RANGE = 1009  # what DestroyContext returns before a04bd85b once InitDevices failed
 
 
 def acl_initialisers() -> List[str]:
@@ -258,64 +255,21 @@ class _Process:
 
 PROCESS = _Process()
 
-# ACL return codes after which the context (or the device) is unusable, from CANN's aclError list
-# (``acl/error_codes/rt_error_codes.h``, "aclError" return codes): AI Core / Vector Core / AI CPU exceptions and
-# timeouts, device and link loss, context errors. ais_bench's exception text starts with the code
-# (``base/module/ErrorCode/ErrorCode.cpp`` GetError: "[<code>][<text>] "). Its aclmdlExecute failure itself says
-# only "[-1]" (``model_process.cpp`` Execute returns FAILED; the ACL code goes to stdout), so a poisoned context is
-# usually seen on the next call into it (memory copy, malloc), which returns these codes.
-DEVICE_FATAL_CODES: Dict[int, str] = {
-    107002: "ACL_ERROR_RT_CONTEXT_NULL",
-    107022: "ACL_ERROR_RT_DEVICE_TASK_ABORT",
-    207004: "ACL_ERROR_RT_NO_DEVICE",
-    507007: "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR",
-    507010: "ACL_ERROR_RT_LOST_HEARTBEAT",
-    507014: "ACL_ERROR_RT_AICORE_TIMEOUT",
-    507015: "ACL_ERROR_RT_AICORE_EXCEPTION",
-    507016: "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION",
-    507017: "ACL_ERROR_RT_AICPU_TIMEOUT",
-    507018: "ACL_ERROR_RT_AICPU_EXCEPTION",
-    507033: "ACL_ERROR_RT_DEV_SETUP_ERROR",
-    507034: "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT",
-    507035: "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION",
-    507036: "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION",
-    507042: "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW",
-    507043: "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW",
-    507044: "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW",
-    507045: "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW",
-    507053: "ACL_ERROR_RT_DEVICE_MEM_ERROR",
-    507054: "ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR",
-    507899: "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
-    507901: "ACL_ERROR_RT_SOCKET_CLOSE",
-}  # a flat table: one line per CANN code
-_CODE = re.compile(r"^\s*(?:\[[^\]\d-][^\]]*\])?\[(-?\d+)\]")
-
-
-def acl_code(exc: BaseException) -> Optional[int]:
-    """The ACL/ais_bench return code at the start of an ais_bench exception text (``[507015][...]``, or
-    ``[module][code][...]``), or None."""
-    m = _CODE.match(str(exc))
-    return int(m.group(1)) if m else None
-
 
 def device_lost(exc: BaseException, what: str) -> Optional[DeviceLostError]:
-    """A :class:`DeviceLostError` for an ais_bench failure whose code is device-fatal, else None."""
-    code = acl_code(exc)
-    if code not in DEVICE_FATAL_CODES:
-        return None
-    return DeviceLostError(
-        f"{what} failed with {code} ({DEVICE_FATAL_CODES[code]}): the NPU context of this process is unusable "
-        "from now on; the process must be replaced (a supervised worker is restarted on a fresh context). If it "
-        "recurs, check `npu-smi info` (chip health) and the device log (plog) for the failing operator"
-    )
+    """A :class:`DeviceLostError` for an opening or context call whose exception text starts with a device-fatal
+    ACL code (only those calls carry one: :mod:`.acl_errors`), else None."""
+    return fatal_code_lost(acl_code(exc), what, "its code")
 
 
 class AisSession:
     """ais_bench's ``InferSession`` behind the :class:`~.session.Session` protocol; its features are detected
     once, so the runner never probes the session."""
 
-    def __init__(self, session: Any, context: Optional[Any] = None, borrowed: bool = False) -> None:
+    def __init__(self, session: Any, context: Optional[Any] = None, borrowed: bool = False, device_id: int = 0) -> None:
         self.raw = session
+        self.device_id = device_id
+        self.judge = LossJudge(_acl(), device_id)  # a failed call says "[-1]" only: ACL is asked
         self.features = features(type(session))
         self.features["gear_modes"] = _infers_gear_modes(session)
         self.context = context  # the session's ACL context (current right after it was built)
@@ -334,17 +288,15 @@ class AisSession:
         custom_sizes: Union[int, List[int], None] = 100000,
         out_array: bool = True,
     ) -> List[Any]:
-        try:
-            if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
-                self._set_gear(feeds, mode)
-            if self.features["out_array"]:
-                return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
-            return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
-        except RuntimeError as exc:
-            lost = device_lost(exc, f"ais_bench infer ({mode})")
-            if lost is not None:
-                raise lost from exc
-            raise
+        what = f"ais_bench infer ({mode}) on npu:{self.device_id}"
+        return self.judge.run(what, self._infer, feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
+
+    def _infer(self, feeds: list, mode: str, custom_sizes: Union[int, List[int], None], out_array: bool) -> List[Any]:
+        if mode in ("dymbatch", "dymhw") and not self.features["gear_modes"]:
+            self._set_gear(feeds, mode)
+        if self.features["out_array"]:
+            return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes, out_array=out_array)
+        return self.raw.infer(feeds, mode=mode, custom_sizes=custom_sizes)
 
     def _set_gear(self, feeds: list, mode: str) -> None:
         """An ais_bench whose ``infer`` ignores dymbatch/dymhw: set the gear as newer ones do (same input scan)."""
@@ -372,19 +324,43 @@ class AisSession:
                 return
 
     def free_resource(self) -> None:
+        """Free the session once; a borrowed one is kept, never freed. Either way the ``InferSession`` wrapper is
+        detached from its pybind session (``.session = None``), so the 2026 generation's exit hook and ``__del__``
+        (Yanguan619/aclruntime @df1f9a44 ``interface.py:173-190, 370-383``) free nothing again."""
+        inner = getattr(self.raw, "session", None)  # the aclruntime.InferenceSession (pybind), where there is one
         if self.borrowed:
             logger.warning(
                 "not freeing this ais_bench session: ACL was initialised by another library in this process, so the "
                 "session borrowed that library's ACL context, and free_resource would destroy it (CANN forbids "
                 "destroying contexts not made by aclrtCreateContext). Its device memory is released at process exit"
             )
-            # ais_bench from Yanguan619/aclruntime df1f9a44 (2026-08) calls free_resource in InferSession.__del__:
-            # the session is kept referenced so that collecting it does not destroy the borrowed context
-            PROCESS.unfreed.append(self.raw)
+            PROCESS.unfreed.append(inner if inner is not None else self.raw)  # never collected: never destroyed
+            _detach(self.raw)
             return
-        if self.features["free_resource"]:
-            with keep_acl_context(skip=self.context):
-                self.raw.free_resource()
+        if not self.features["free_resource"]:
+            return
+        with keep_acl_context(skip=self.context):
+            free = getattr(inner, "free_resource", None)
+            ret = free() if free is not None else self.raw.free_resource()
+        _detach(self.raw)
+        if isinstance(ret, int) and ret != 0:
+            logger.warning(
+                "ais_bench free_resource returned %d%s: the session's model is unloaded, its ACL context stays until "
+                "the process exits",
+                ret,
+                " (this aclruntime, older than 2024-12, cannot destroy contexts once another library initialised ACL)"
+                if ret == ACL_ERROR_COMM_OUT_OF_RANGE
+                else "",
+            )
+
+
+def _detach(raw: Any) -> None:
+    """Drop an ``InferSession`` wrapper's pybind session (its exit hook and ``__del__`` skip a None one)."""
+    if getattr(raw, "session", None) is not None:
+        try:
+            raw.session = None
+        except AttributeError:  # a session object without that attribute to set: nothing of it frees again
+            pass
 
 
 def _infers_gear_modes(session: Any) -> bool:
@@ -406,9 +382,13 @@ def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = No
     first = PROCESS.opening(device_id, acl_json_path)
     borrows = ais_bench_borrows()
     if first and borrows is False and acl_initialisers():
-        raise NpuDeviceUnavailableError(
-            f"cannot open {om_path}: ACL was initialised by {', '.join(acl_initialisers())} before paddlex-npu's "
-            f"first session on device {device_id}, and {OLD_AIS_BENCH_HINT}"
+        logger.warning(
+            "ais_bench session for %s opens beside another ACL user (%s) on an aclruntime older than 2024-12 (Ascend "
+            "tools commit a04bd85b): it works, but its ACL context cannot be freed (free_resource returns 1009), so "
+            "each session closed leaves one context on npu:%d until the process exits",
+            om_path,
+            ", ".join(acl_initialisers()),
+            device_id,
         )
     before = current_context()
     with keep_acl_context():
@@ -424,7 +404,7 @@ def open_session(om_path: str, device_id: int, acl_json_path: Optional[str] = No
             "paddlex-npu's first session); it will not be freed on close, see paddlex_npu/run/ais.py",
             om_path,
         )
-    return AisSession(raw, context, borrowed)
+    return AisSession(raw, context, borrowed, device_id)
 
 
 def _borrowed(device_id: int, context: Optional[Any], before: Optional[Any], first: bool) -> bool:
@@ -438,13 +418,6 @@ def _borrowed(device_id: int, context: Optional[Any], before: Optional[Any], fir
 
 
 def _open_error(exc: RuntimeError, om_path: str, device_id: int) -> Exception:
-    code = acl_code(exc)
-    if code == ACL_ERROR_REPEAT_INITIALIZE:
-        return NpuDeviceUnavailableError(
-            f"ais_bench could not open {om_path} on device {device_id} ({str(exc).strip()}): ACL was initialised "
-            f"before paddlex-npu's first session (by {', '.join(acl_initialisers()) or 'pyACL or another library'}), "
-            f"and {OLD_AIS_BENCH_HINT}"
-        )
     lost = device_lost(exc, f"opening {om_path} on device {device_id}")
     if lost is not None:
         return lost

@@ -7,10 +7,12 @@ Ascend device plugin and the Ascend docker runtime set ``ASCEND_VISIBLE_DEVICES`
 ``/dev/davinci*`` nodes mounted into the container (the chips there are again counted from 0). ``npu-smi`` ignores
 both, and its ``info -l`` counts cards (NPU IDs; an Atlas 300I Duo card holds two chips), not chips.
 
-CANN reads ``ASCEND_RT_VISIBLE_DEVICES`` as ids separated by commas, up to the first other character or invalid
-id (CANN environment variable reference, ``ASCEND_RT_VISIBLE_DEVICES``, envref_07_0028: ``1, 2,3`` reads ``1``,
-the space ends it; ``1,3,8`` on 8 chips reads ``1,3``; older ``1,2,-1,3`` reads ``1,2``), and supports only
-ascending ids. :func:`parse_visible_devices` reads it the same way.
+CANN reads ``ASCEND_RT_VISIBLE_DEVICES`` in its runtime (hicann/runtime @681ef761 ``src/runtime/core/src/runtime.cc``:
+``SplitString`` ``:4725-4768``, ``GetVisibleDevices`` ``:4951-5068``): digits, separated by single commas, up to the
+first other character (``"0,1 "`` is 0, 1; ``"0;1"`` is 0; a value not starting with a digit, or empty, is none);
+then each id in turn until one is at or above the number of chips, or as many ids as chips were read. Ids out of
+ascending order or repeated make every device fail, as a value that leaves no id does.
+:func:`read_visible_devices` reads it the same way.
 """
 
 from __future__ import annotations
@@ -18,55 +20,123 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Set, Tuple
 
 VISIBLE_ENV = "ASCEND_RT_VISIBLE_DEVICES"
 
 
-_ID = re.compile(r"[0-9]+")
+_DAVINCI = re.compile(r"davinci[0-9]+")
+
+
+@dataclass(frozen=True)
+class VisibleDevices:
+    """How CANN reads one ``ASCEND_RT_VISIBLE_DEVICES`` value: the chip ids it makes visible (device 0, 1, ...),
+    why it makes every device fail (``error``; then ``ids`` is empty), and the written text it ignores."""
+
+    ids: List[int]
+    error: Optional[str] = None
+    ignored: str = ""
+
+
+def split_ids(value: str) -> Tuple[List[str], str]:
+    """``SplitString`` (runtime.cc:4725-4768): the digit runs before the first character that is neither a digit
+    nor a single comma, and the text after that point (ignored by CANN)."""
+    if not value or not value[0].isdigit():
+        return [], value
+    tokens, digits, commas = [], "", 0
+    for i, ch in enumerate(value):
+        if ch.isdigit():
+            digits, commas = digits + ch, 0
+            continue
+        if digits:
+            tokens.append(digits)
+            digits = ""
+        commas += 1
+        if ch != "," or commas > 1:
+            return tokens, value[i:]
+    return tokens + ([digits] if digits else []), ""
+
+
+def read_visible_devices(value: str, chips: Optional[int] = None) -> VisibleDevices:
+    """``GetVisibleDevices`` (runtime.cc:4951-5068) on ``value``, ``chips`` the number of chips when known."""
+    tokens, ignored = split_ids(value)
+    ids: List[int] = []
+    for k, token in enumerate(tokens):
+        chip = int(token)
+        if chips is not None and chip > chips - 1:
+            return VisibleDevices(ids, None, ",".join(tokens[k:]) + ignored) if ids else _none(chips)
+        if ids and chip < ids[-1]:
+            return VisibleDevices([], "its ids must be in ascending order")
+        if chip in ids:
+            return VisibleDevices([], "its ids must not repeat")
+        ids.append(chip)
+        if chips is not None and len(ids) >= chips:
+            return VisibleDevices(ids, None, ",".join(tokens[k + 1 :]) + ignored)
+    return VisibleDevices(ids, None, ignored) if ids else _none(chips)
+
+
+def _none(chips: Optional[int]) -> VisibleDevices:
+    below = f" below {chips}" if chips is not None else ""
+    return VisibleDevices([], f"it names no chip id{below} before a character that is neither a digit nor a comma")
 
 
 def parse_visible_devices(value: str, chips: Optional[int] = None) -> List[int]:
-    """The chip ids CANN reads from an ``ASCEND_RT_VISIBLE_DEVICES`` value: comma-separated ids up to the first
-    entry that is not one (another character such as a space, a sign, or an id ``>= chips`` when the number of
-    chips is known). CANN envref ``ASCEND_RT_VISIBLE_DEVICES``: "if other characters or invalid device IDs are
-    contained, only the device IDs before them are read"."""
-    ids: List[int] = []
-    for entry in value.split(","):
-        if not _ID.fullmatch(entry) or (chips is not None and int(entry) >= chips):
-            break
-        ids.append(int(entry))
-    return ids
+    """The chip ids CANN makes visible for ``value`` (none when it makes every device fail)."""
+    return read_visible_devices(value, chips).ids
+
+
+def chip_count() -> Optional[int]:
+    """The number of chips this machine (or container) gives the driver, from its ``/dev/davinci<N>`` nodes
+    (one per chip; what ``drvGetDevNum`` counts), or None where there are none (no NPU here)."""
+    try:
+        names = os.listdir("/dev")
+    except OSError:
+        return None
+    count = sum(1 for name in names if _DAVINCI.fullmatch(name))
+    return count or None
 
 
 def visible_devices(chips: Optional[int] = None) -> Optional[List[str]]:
-    """The chip ids ``ASCEND_RT_VISIBLE_DEVICES`` makes visible as CANN reads it (None when it is not set)."""
+    """The chip ids ``ASCEND_RT_VISIBLE_DEVICES`` makes visible as CANN reads it (None when it is not set);
+    ``chips``: the number of chips, else :func:`chip_count`."""
     value = os.environ.get(VISIBLE_ENV)
     if value is None:
         return None
-    return [str(i) for i in parse_visible_devices(value, chips)]
+    return [str(i) for i in parse_visible_devices(value, chips if chips is not None else chip_count())]
 
 
-def check_visible_devices() -> None:
-    """Refuse an ``ASCEND_RT_VISIBLE_DEVICES`` that CANN would read otherwise than written: entries past the first
-    non-id (CANN ignores them) or ids not ascending (CANN supports only ascending ids)."""
+_WARNED: Set[str] = set()
+
+
+def check_visible_devices(chips: Optional[int] = None) -> None:
+    """Refuse an ``ASCEND_RT_VISIBLE_DEVICES`` with which CANN makes every device fail (ids not ascending,
+    repeated, or none); warn once when CANN ignores written ids (after a character other than a digit or comma, or
+    at or above the number of chips)."""
     from ..errors import ConfigError
+    from ..log import logger
 
     value = os.environ.get(VISIBLE_ENV)
     if value is None:
         return
-    ids = parse_visible_devices(value)
-    written = [v for v in value.split(",") if v.strip()]
-    if len(written) != len(ids):
+    reading = read_visible_devices(value, chips if chips is not None else chip_count())
+    if reading.error:
+        written = sorted({int(t) for t in re.findall(r"[0-9]+", value)})
+        example = ",".join(str(i) for i in written) or "0"
         raise ConfigError(
-            f"{VISIBLE_ENV}={value!r}: CANN reads ids only up to the first entry that is not a chip id (a space, "
-            f"a sign, a letter), so it makes visible only {ids or 'no chip'}: write the ids separated by commas "
-            f"alone, e.g. {VISIBLE_ENV}={','.join(v.strip() for v in written)}"
+            f"{VISIBLE_ENV}={value!r}: CANN makes every device fail with it ({reading.error}): write ascending, "
+            f"distinct Chip Logic IDs of `npu-smi info -m` separated by commas, e.g. {VISIBLE_ENV}={example}, "
+            "or unset it"
         )
-    if ids != sorted(set(ids)):
-        raise ConfigError(
-            f"{VISIBLE_ENV}={value!r}: CANN supports only ascending, distinct chip ids here: write "
-            f"{VISIBLE_ENV}={','.join(str(i) for i in sorted(set(ids)))} (device ids follow that order)"
+    if re.search(r"[0-9]", reading.ignored) and value not in _WARNED:
+        _WARNED.add(value)
+        logger.warning(
+            "%s=%r: CANN reads only %s and ignores %r (it stops at a character other than a digit or a single comma, "
+            "and at an id past the chips): device ids 0..%d are those chips",
+            VISIBLE_ENV,
+            value,
+            ",".join(map(str, reading.ids)),
+            reading.ignored,
+            len(reading.ids) - 1,
         )
 
 

@@ -18,6 +18,7 @@ The full table is in ``docs/runtimes.md``; ais_bench's own test cases run agains
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -25,10 +26,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
+from .. import envs
 from ..deps import require
 from ..errors import RuntimeUnavailableError
 from ..om.atc import dym_shape_text
@@ -89,6 +91,7 @@ class InferSession:
         onnx_path: Optional[str] = None,
         manifest: Any = None,
         intra_op_num_threads: int = 0,
+        precision: Optional[str] = None,
     ) -> None:
         _check_session_args(device_id, model_path, acl_json_path, loop)
         onnx_file = Path(onnx_path) if onnx_path else Path(model_path).with_suffix(".onnx")
@@ -106,7 +109,9 @@ class InferSession:
         self.acl_json_path = acl_json_path
         self.debug = debug
         self.loop = loop
-        self._om = ReferenceOM(onnx_file, manifest, intra_op_num_threads=intra_op_num_threads)
+        precision = precision or PRECISION_OVERRIDE.get("precision") or envs.reference_precision()
+        self._om = ReferenceOM(onnx_file, manifest, intra_op_num_threads=intra_op_num_threads, precision=precision)
+        self.precision = self._om.precision  # fp32, or fp16 as ATC builds the package
         self.manifest = self._om.manifest
         self.built_mode = self._om.mode
         self._ranges = self._om.ranges
@@ -188,7 +193,7 @@ class InferSession:
         self._require_built("dymbatch")
         gears = [g[0] for g in self.manifest.gears]
         if dym_batch not in gears:
-            raise _acl_failure(f"the dymBatch parameter {dym_batch} is not correct, the OM's batch gears are {gears}")
+            raise acl_failure(f"the dymBatch parameter {dym_batch} is not correct, the OM's batch gears are {gears}")
         gear = self._gears[gears.index(dym_batch)]
         self._set_gear(gear)
 
@@ -198,7 +203,7 @@ class InferSession:
         self._require_built("dymhw")
         gears = [tuple(g) for g in self.manifest.gears]
         if (w, h) not in gears:
-            raise _acl_failure(f"the dymHW parameter {w},{h} is not correct, the OM's H,W gears are {gears}")
+            raise acl_failure(f"the dymHW parameter {w},{h} is not correct, the OM's H,W gears are {gears}")
         self._set_gear(self._gears[gears.index((w, h))])
 
     def set_dynamic_dims(self, dym_dims: str) -> None:
@@ -210,7 +215,7 @@ class InferSession:
             if shapes == gear:
                 self._set_gear(gear)
                 return
-        raise _acl_failure(
+        raise acl_failure(
             f"the dynamic_dims parameter {dym_dims} is not correct: not one of the OM's {self.manifest.describe()}"
         )
 
@@ -229,7 +234,7 @@ class InferSession:
     def set_dynamic_shape(self, dym_shape: str) -> None:
         self._check_alive()
         if self.built_mode != "dymshape":
-            raise _acl_failure(f"set_dynamic_shape on a {self.built_mode} OM: it was built without shape ranges")
+            raise acl_failure(f"set_dynamic_shape on a {self.built_mode} OM: it was built without shape ranges")
         parsed = _parse_dym_string(dym_shape, "shape")
         by_name = {d.name: i for i, d in enumerate(self.intensors_desc)}
         for name, dims in parsed.items():
@@ -237,7 +242,7 @@ class InferSession:
                 raise RuntimeError(f"set_dynamic_shape: no input named {name!r} (inputs: {list(by_name)})")
             i = by_name[name]
             if not in_ranges(dims, self._ranges[i]):
-                raise _acl_failure(
+                raise acl_failure(
                     f"input {name!r} shape {dims} is outside the range the OM was built with: "
                     f"{self.manifest.describe()}"
                 )
@@ -325,7 +330,7 @@ class InferSession:
             raise RuntimeError("input datas and intensors nums not matched!")
         for i, (arr, desc) in enumerate(zip(inputs, self.intensors_desc)):
             if arr.nbytes != desc.realsize:
-                raise _acl_failure(
+                raise acl_failure(
                     f"check i:{i} name:{desc.name} in size:{arr.nbytes} needsize:{desc.realsize} not match"
                 )
         self._check_dynamic_type()
@@ -345,12 +350,12 @@ class InferSession:
         """``SetInputsData``: a dims-gear OM runs only with a dims gear set; and a gear OM whose gear was never set
         has no defined shape to run (undefined on the device; refused here)."""
         if self.built_mode == "dymdims" and self._dyn_type != "dymdims":
-            raise _acl_failure(
+            raise acl_failure(
                 f"check failed dym gearcount:{len(self._gears)} but dymtype:{self._dyn_type} not set "
                 "(a dymdims OM runs in mode dymdims only)"
             )
         if any(d < 0 for s in self._cur_shapes for d in s):
-            raise _acl_failure(
+            raise acl_failure(
                 f"{self._dyn_type} execution of a {self.built_mode} OM before any gear or shape was set "
                 f"(realsize {[d.realsize for d in self.intensors_desc]})"
             )
@@ -360,9 +365,9 @@ class InferSession:
         (``aclmdlGetCurOutputDims``): a data-dependent output comes back as the whole reserved buffer, 1-D."""
         reserved = self._custom_sizes[i] if i < len(self._custom_sizes) else desc.size
         if reserved == 0:
-            raise _acl_failure(f"output {i} ({desc.name}) size is 0: no buffer reserved (custom_sizes)")
+            raise acl_failure(f"output {i} ({desc.name}) size is 0: no buffer reserved (custom_sizes)")
         if out.nbytes > reserved:
-            raise _acl_failure(
+            raise acl_failure(
                 f"output {i} ({desc.name}) needs {out.nbytes} bytes, larger than the {reserved} "
                 "bytes reserved (custom_sizes)"
             )
@@ -380,10 +385,28 @@ class InferSession:
         return f"<reference InferSession {os.path.basename(self.onnx_path)} device:{self.device_id}>"
 
 
+PRECISION_OVERRIDE: Dict[str, str] = {}  # set by :func:`numerics` for the sessions opened meanwhile
+
+
+@contextlib.contextmanager
+def numerics(precision: str) -> Iterator[None]:
+    """Reference sessions opened inside run with ``precision`` (``fp32`` or ``package``: as ATC builds the package),
+    whatever ``$PADDLEX_NPU_REFERENCE_PRECISION`` says."""
+    saved = PRECISION_OVERRIDE.get("precision")
+    PRECISION_OVERRIDE["precision"] = precision
+    try:
+        yield
+    finally:
+        if saved is None:
+            PRECISION_OVERRIDE.pop("precision", None)
+        else:
+            PRECISION_OVERRIDE["precision"] = saved
+
+
 ACL_GENERAL_FAILURE = "[-1][ACL: general failure] "
 
 
-def _acl_failure(detail: str) -> RuntimeError:
+def acl_failure(detail: str) -> RuntimeError:
     """What a failing C++ call gives on the device: the detail goes to stdout (ais_bench's ERROR_LOG) and the
     exception carries only the generic ACL text, so nothing above the session can decide from it."""
     print(f"[ERROR] {detail}", flush=True)

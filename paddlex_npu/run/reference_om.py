@@ -45,7 +45,12 @@ class ReferenceOM:
     it cannot tell: the runner then sizes the buffers per call).
     """
 
-    def __init__(self, onnx_path: Path, manifest: Any = None, *, intra_op_num_threads: int = 0) -> None:
+    def __init__(
+        self, onnx_path: Path, manifest: Any = None, *, intra_op_num_threads: int = 0, precision: str = "fp32"
+    ) -> None:
+        """``precision`` ``package``: run with the numerics ATC builds the package with (its manifest's
+        ``precision`` fp16: :mod:`.reference_precision`, keeping the operators its ``keep_dtype`` names); ``fp32``:
+        the ONNX model as it is."""
         ort = require("onnxruntime", "the CPU reference runtime", RuntimeUnavailableError)
 
         options = ort.SessionOptions()
@@ -70,6 +75,13 @@ class ReferenceOM:
         self.data_dependent = data_dependent_outputs(onnx_path)
         self.manifest: OMManifest = parse(manifest, f"the manifest of {onnx_path}")
         self._check_io(nodes)
+        self.precision = "fp32"
+        if precision == "package" and (self.manifest.precision or "fp16") == "fp16":
+            from .reference_precision import fp16_model_bytes
+
+            model = fp16_model_bytes(str(onnx_path), self.manifest.keep_dtype or ())
+            self.ort = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            self.precision = "fp16"
         self.mode = self.manifest.mode
         self.gears = self.manifest.gear_shapes() if self.mode != "dymshape" else []
         ranges = self.manifest.input_ranges()

@@ -29,7 +29,8 @@ model replaced by a device model:
 
 Not modelled: copies overlapping compute (a call's transfers and compute are serial, as ais_bench's synchronous
 ``aclrtMemcpy`` around ``aclmdlExecute`` are), device memory limits, streams,
-fp16 numerics (outputs are the reference runtime's fp32), warm-up/compile time of a real OM.
+fp16 numerics beyond the reference runtime's (fp32, or ATC's fp16 storage with
+``PADDLEX_NPU_REFERENCE_PRECISION=package``: replayed from a store of their own), warm-up/compile time of a real OM.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import json
 import os
 import threading
 import time
+import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -53,11 +55,10 @@ import xxhash._xxhash as _xxhash_ext
 
 from .. import envs
 from ..config import SimulationConfig
-from ..errors import DeviceLostError
 from ..log import logger
 from . import tasks
 from .device_ids import physical_npu
-from .reference import InferSession
+from .reference import InferSession, acl_failure
 
 # Cost model defaults, from the 310P3 OM figures in the reference notes (ModelZoo, model-only throughput):
 # - ch_PP-OCRv3_rec, input 3x48x320 (46,080 elements per image): 1547.8 images/s at batch 1 (0.6461 ms per
@@ -493,10 +494,12 @@ _MODELS: Dict[str, Dict[str, float]] = {}  # model folder -> its cost model and 
 def stats() -> Dict[str, float]:
     """A snapshot of this process's counters: calls, replayed, computed (inputs never seen), device_ms, and the
     simulation's own host work: replay_ms (digest, mapping and unmapping, CPU time of the threads), compute_ms (ONNX
-    Runtime on inputs never seen, wall time)."""
+    Runtime on inputs never seen, wall time); device memory as ais_bench allocates it (:class:`DeviceMemory`):
+    device_bytes in use between calls, device_peak_bytes, device_leaked_bytes (inputs of failed calls)."""
     with _STATS_LOCK:
         out = asdict(_STATS)
     out["replay_ms"] += _UNMAP_SECONDS[0] * 1000.0
+    out.update(device_bytes=MEMORY.resident, device_peak_bytes=MEMORY.peak, device_leaked_bytes=MEMORY.leaked)
     return out
 
 
@@ -520,16 +523,125 @@ def _count(model: str, elements: int, **deltas: float) -> None:
 
 
 _CALLS = itertools.count(1)  # device calls of this process, for the device-lost fault
+LOST_CODE = 507015  # what ACL reports for the simulated loss: ACL_ERROR_RT_AICORE_EXCEPTION (rt_error_codes.h)
+
+
+class SimulatedAcl:
+    """What pyACL answers about the simulated device, as on a real box (CANN pyACL reference):
+    ``acl.rt.get_last_error(level)`` (the calling thread's last runtime error, cleared by the read),
+    ``acl.rt.peek_at_last_error(level)`` (not cleared) and ``acl.rt.query_device_status(device_id)`` ->
+    ``(status, ret)`` (0 normal, 1 abnormal). The route asks it after a failed call
+    (:class:`~.acl_errors.LossJudge`); the failed call itself says only ``[-1][ACL: general failure]``."""
+
+    def __init__(self) -> None:
+        self._thread = threading.local()
+        self.abnormal: set = set()  # device ids lost in this process
+        self.rt = types.SimpleNamespace(
+            get_last_error=self.get_last_error,
+            peek_at_last_error=self.peek_at_last_error,
+            query_device_status=self.query_device_status,
+        )
+
+    def record(self, code: int) -> None:
+        """A runtime call of this thread failed with ``code``."""
+        self._thread.last = code
+
+    def peek_at_last_error(self, level: int) -> int:
+        return getattr(self._thread, "last", 0)
+
+    def get_last_error(self, level: int) -> int:
+        code, self._thread.last = getattr(self._thread, "last", 0), 0
+        return code
+
+    def query_device_status(self, device_id: int) -> Tuple[int, int]:
+        return int(device_id in self.abnormal), 0
+
+
+ACL = SimulatedAcl()
+
+
+class DeviceMemory:
+    """Device memory of this process's simulated sessions, allocated as ais_bench allocates it (Yanguan619/
+    aclruntime @8da7f645, ``backend/``): the model's weights for the life of the session (the OM's size; the ONNX's
+    here), and per call the inputs (``PyInferenceSession.cpp:398-420`` ``CopyMemory2DeviceMemory`` per feed, freed
+    after the call) and the outputs at their reserved sizes (``ModelInferenceProcessor.cpp:148-175``
+    ``CreateOutMemoryData``: ``customOutTensorSize_`` or the OM's size each), released when the call's tensors
+    are. A failed call never frees its inputs (``PyInferenceSession.cpp:414-420`` throws before
+    ``MemoryHelper::Free``): they stay allocated until the process ends.
+
+    As ``npu-smi info`` lists each process's device memory on a box, every change is published to
+    ``<lock folder>/memory/<pid>.json`` (:func:`device_memory_of`), so a supervisor reads its workers' figures."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.resident = 0  # weights of open sessions + inputs leaked by failed calls
+        self.leaked = 0
+        self.peak = 0  # resident + the largest call's transient allocations
+        self.path: Optional[Path] = None  # where this process publishes its figures
+        self.device = 0
+
+    def publish_to(self, lock_dir: Path, device_id: int) -> None:
+        self.path, self.device = Path(lock_dir) / "memory" / f"{os.getpid()}.json", physical_npu(device_id)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def _changed(self) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        figures = {"npu": self.device, "bytes": self.resident, "peak_bytes": self.peak, "leaked_bytes": self.leaked}
+        tmp.write_text(json.dumps(figures))
+        os.replace(tmp, self.path)
+
+    def hold(self, nbytes: int) -> None:
+        with self.lock:
+            self.resident += nbytes
+            self.peak = max(self.peak, self.resident)
+            self._changed()
+
+    def call(self, nbytes: int) -> None:
+        """A call's transient allocations (inputs + reserved outputs), freed when it returns."""
+        with self.lock:
+            if self.resident + nbytes > self.peak:
+                self.peak = self.resident + nbytes
+                self._changed()
+
+    def leak(self, nbytes: int) -> None:
+        with self.lock:
+            self.resident += nbytes
+            self.leaked += nbytes
+            self.peak = max(self.peak, self.resident)
+            self._changed()
+
+
+def device_memory_of(pids: List[int], lock_dir: Optional[Path] = None) -> Dict[int, Dict[str, int]]:
+    """What the simulated device says of each process's device memory (``bytes`` between calls, ``peak_bytes``,
+    ``leaked_bytes``, ``npu``), for those of ``pids`` that published any."""
+    folder = Path(lock_dir or default_lock_dir()) / "memory"
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = json.loads((folder / f"{pid}.json").read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+MEMORY = DeviceMemory()
 
 
 def _lose_device_on_cue(device_id: int) -> None:
     """The device-lost fault (``$PADDLEX_NPU_SIM_DEVICE_LOST=N``): this process's Nth device call and every later
-    one raise :class:`~..errors.DeviceLostError`, as a lost context does on the NPU."""
+    one fail as ais_bench's ``infer`` fails on a lost context: ``RuntimeError("[-1][ACL: general failure] ")``
+    (Yanguan619/aclruntime @8da7f645 ``model_process.cpp:1196-1203``, ``ModelInferenceProcessor.cpp:630-634``,
+    ``ErrorCode.cpp:98-104``), the ACL code on stdout only (``ACLERR_LOG(aclGetRecentErrMsg())``) and through
+    :data:`ACL`'s queries on the calling thread."""
     call, lost_at = next(_CALLS), envs.sim_device_lost()
     if lost_at is not None and call >= lost_at:
-        raise DeviceLostError(
-            f"simulated npu:{device_id} lost its device context at call {call} of this process "
-            f"({envs.SIM_DEVICE_LOST.name}={lost_at}): the process must end for a fresh context"
+        ACL.record(LOST_CODE)
+        ACL.abnormal.add(device_id)
+        raise acl_failure(
+            f"aclmdlExecute failed with {LOST_CODE} on simulated npu:{device_id} at call {call} of this process "
+            f"({envs.SIM_DEVICE_LOST.name}={lost_at})"
         )
 
 
@@ -560,11 +672,15 @@ class SimulatedSession(InferSession):
             default.ms_per_melem if sim.ms_per_melem is None else sim.ms_per_melem,
             default.pcie_gbps if sim.pcie_gbps is None else sim.pcie_gbps,
         )
-        self.store = ReplayStore(Path(sim.store or default_store()) / model_key(self.onnx_path))
+        key = model_key(self.onnx_path) + ("" if self.precision == "fp32" else f"-{self.precision}")
+        self.store = ReplayStore(Path(sim.store or default_store()) / key)  # fp16 outputs never replay as fp32
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
         self.device_intervals: collections.deque = collections.deque(maxlen=4096)  # monotonic() (start, end)
         self._own = SimStats()
         self._model = Path(self.onnx_path).parent.name
+        self._weights = os.path.getsize(self.onnx_path)  # the OM's weights stand in: the ONNX's size
+        MEMORY.publish_to(Path(sim.lock_dir or default_lock_dir()), device_id)
+        MEMORY.hold(self._weights)
         with _STATS_LOCK:
             _MODELS.setdefault(
                 self._model,
@@ -583,7 +699,13 @@ class SimulatedSession(InferSession):
             )
 
     def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
-        _lose_device_on_cue(self.device_id)
+        inputs = sum(a.nbytes for a in feed.values())
+        MEMORY.call(inputs + sum(self._custom_sizes or [d.size for d in self._om.output_descs()]))
+        try:
+            _lose_device_on_cue(self.device_id)
+        except RuntimeError:
+            MEMORY.leak(inputs)  # the failed call's inputs are never freed on the device
+            raise
         c0 = time.thread_time()  # the simulator's own work as CPU time: a busy machine does not inflate it
         digest = feed_digest(feed)
         outputs = self.store.get(digest, len(self._om.output_names))
@@ -627,6 +749,8 @@ class SimulatedSession(InferSession):
                 s.computed,
                 s.device_ms,
             )
+        if not self._freed:
+            MEMORY.hold(-self._weights)
         self.store.close()
         super().free_resource()
 

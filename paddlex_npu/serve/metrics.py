@@ -33,6 +33,7 @@ import glob
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -94,6 +95,14 @@ WORKER_SERIES = (
         "ready", "gauge", "paddlex_npu_workers_ready", "workers whose pipeline is loaded and warmed up", ("device",)
     ),
     WorkerSeries("starts", "counter", "paddlex_npu_worker_starts", "workers that loaded their pipeline", ("device",)),
+    WorkerSeries(
+        "device_memory",
+        "gauge",
+        "paddlex_npu_device_memory_bytes",
+        "device memory a worker holds between calls (the simulated device's accounting of ais_bench's allocations; "
+        "not set on an NPU, where `npu-smi info` lists it per process)",
+        ("device", "worker"),
+    ),
 )
 
 
@@ -361,6 +370,13 @@ def _time_session_calls(runner: Any, m: _Metrics, device: str, spent: List[float
     session.infer = infer
 
 
+def _device_memory(gauge: Any) -> None:
+    """This worker's device memory into ``gauge``, where the simulated device accounts it."""
+    simulated = sys.modules.get("paddlex_npu.run.simulated")
+    if simulated is not None:
+        gauge.set(simulated.stats()["device_bytes"])
+
+
 def instrument_worker(pipeline: Any, device_id: int) -> Any:
     """In a worker process of a server, once its pipeline is loaded (and warmed up): count this worker ready,
     and time each ``pipeline.predict`` by stage and every device call. Outside a server (no multiprocess
@@ -382,6 +398,8 @@ def instrument_with(pipeline: Any, m: Any, device_id: int) -> Any:
     original = pipeline.predict
     busy = m.busy.labels(device)
     stage = {name: m.stage.labels(device, name) for name in STAGES}
+    memory = m.device_memory.labels(device, str(os.getpid()))
+    _device_memory(memory)
 
     def predict(*args: Any, **kwargs: Any) -> Iterator[Any]:
         busy.inc()
@@ -397,6 +415,7 @@ def instrument_with(pipeline: Any, m: Any, device_id: int) -> Any:
                 stage[name].observe(value)
             stage["other"].observe(max(0.0, total - sum(parts.values())))
             stage["device"].observe(spent[0] - device_before)
+            _device_memory(memory)
 
     pipeline.predict = predict
     m.starts.labels(device).inc()

@@ -19,7 +19,7 @@ from paddlex_npu.run.reference_acl import ReferenceAcl
 
 # Gears that make the route pad (rec width 320 -> 480, det 160x640 -> 320x640) and crop again.
 MODES = {
-    "dymshape": {"mode": "dymshape"},
+    "dymshape": {"mode": "dymshape", "PP-OCRv4_mobile_det": {"max_side": 1280}},  # the top call: 1280x1280
     "gears": {
         "mode": "gears",
         "PP-OCRv4_mobile_det": {"gears": "320,640;480,640"},
@@ -103,9 +103,10 @@ def test_a_manifest_altered_after_convert_fails_against_acl(om_roots, tmp_path, 
     assert check.status == "fail", check.detail
 
 
-def _stand_in(shift: bool):
+def _stand_in(shift: bool, wrong=None):
     """ais_bench's InferSession stood in for by the reference session under the package's manifest; ``shift``: a
-    deliberately different output (rec: every step's scores moved one class on; det: the DB map inverted)."""
+    deliberately different output (rec: every step's scores moved one class on; det: the DB map inverted);
+    ``wrong(feeds, outputs)``: other outputs, from the inputs and the right outputs."""
     from paddlex_npu.om import manifest as mf
     from paddlex_npu.run.reference import InferSession
 
@@ -116,6 +117,8 @@ def _stand_in(shift: bool):
 
         def infer(self, *args, **kwargs):
             outs = super().infer(*args, **kwargs)
+            if wrong is not None:
+                return wrong(args[0], outs)
             if not shift:
                 return outs
             out = np.asarray(outs[0])
@@ -124,22 +127,18 @@ def _stand_in(shift: bool):
     return StandIn
 
 
-@pytest.mark.parametrize("shift", [False, True])
-def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_path, shift):
-    """run_selftest(runtime="ais_bench") end to end without an NPU: ais_bench's InferSession stood in for by the
-    reference session (the same contract), pyACL by ReferenceAcl. Exercises the device-only path of the acceptance
-    code (ais_bench check, route ais_bench vs reference, aclInit/set/reset around the manifest check); with a
-    deliberately different device output, both route checks fail."""
+def _on_stand_ins(om_root, tmp_path, monkeypatch, stand_in, acl=None):
+    """run_selftest(runtime="ais_bench") on a copy of ``om_root``, ``stand_in`` for ais_bench's InferSession."""
     import shutil
     import types
 
     from paddlex_npu.run import ais
 
-    root = shutil.copytree(om_roots["gears"], tmp_path / "root")
+    root = shutil.copytree(om_root, tmp_path / "root")
     for model in MODELS:
         (root / model / "inference.om").write_bytes(b"stand-in")  # the device path wants the OM file itself
     interface = types.ModuleType("ais_bench.infer.interface")
-    interface.InferSession = _stand_in(shift)  # the ONNX beside inference.om, under the package's manifest
+    interface.InferSession = stand_in  # the ONNX beside inference.om, under the package's manifest
     for name, module in (
         ("ais_bench", types.ModuleType("ais_bench")),
         ("ais_bench.infer", types.ModuleType("ais_bench.infer")),
@@ -148,17 +147,56 @@ def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_p
     ):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(ais, "PROCESS", ais._Process())
+    return run_selftest(root, runtime="ais_bench", acl=acl or ReferenceAcl("Ascend310P3"))
+
+
+def _wrong_at_the_top(feeds, outs):
+    """Right at the base shapes, wrong (rec scores one class on, det map inverted) once an input is wider than 640."""
+    if feeds[0].shape[-1] <= 640:
+        return outs
+    out = np.asarray(outs[0])
+    return [np.roll(out, 1, axis=-1) if out.ndim == 3 else 1.0 - out] + list(outs[1:])
+
+
+def _wrong_scores(feeds, outs):
+    """The right classes, their scores halved (a reduced recogniser's ctc_scores)."""
+    return list(outs[:1]) + [np.asarray(o) * 0.5 for o in outs[1:]]
+
+
+def test_selftest_calls_the_top_of_the_range(om_roots, monkeypatch, tmp_path):
+    """A device wrong only at the largest inputs fails (before, only rec 48x320 and det 160x640 ran)."""
+    report = _on_stand_ins(om_roots["dymshape"], tmp_path, monkeypatch, _stand_in(False, _wrong_at_the_top))
+    routes = {c.name: c for c in report.checks if c.name.startswith("route")}
+    for model in MODELS:
+        check = routes[f"route {model}: ais_bench vs reference"]
+        assert check.status == "fail" and check.data["base"]["ok"] and not check.data["top"]["ok"], check.detail
+    assert routes["route PP-OCRv4_mobile_rec: ais_bench vs reference"].data["top"]["shape"] == [6, 3, 48, 3200]
+
+
+def test_selftest_compares_ctc_scores(om_roots, monkeypatch, tmp_path):
+    """A reduced recogniser whose classes are right and scores wrong fails (before, only output 0 was compared)."""
+    report = _on_stand_ins(om_roots["dymshape"], tmp_path, monkeypatch, _stand_in(False, _wrong_scores))
+    rec = next(c for c in report.checks if c.name == "route PP-OCRv4_mobile_rec: ais_bench vs reference")
+    assert rec.status == "fail" and "ctc_scores differ by" in rec.detail, rec.detail
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_the_device_path_of_selftest_with_stand_ins(om_roots, monkeypatch, tmp_path, shift):
+    """run_selftest(runtime="ais_bench") end to end without an NPU: ais_bench's InferSession stood in for by the
+    reference session (the same contract), pyACL by ReferenceAcl. Exercises the device-only path of the acceptance
+    code (ais_bench check, route ais_bench vs reference, aclInit/set/reset around the manifest check); with a
+    deliberately different device output, both route checks fail."""
     acl = ReferenceAcl("Ascend310P3")
-    report = run_selftest(root, runtime="ais_bench", acl=acl)
+    report = _on_stand_ins(om_roots["gears"], tmp_path, monkeypatch, _stand_in(shift), acl)
     routes = {c.name: c for c in report.checks if c.name.startswith("route")}
     assert sorted(routes) == [f"route {m}: ais_bench vs reference" for m in MODELS]
     if shift:
         assert not report.ok and all(c.status == "fail" for c in routes.values()), report.to_json()
-        rec = routes["route PP-OCRv4_mobile_rec: ais_bench vs reference"].data
+        rec = routes["route PP-OCRv4_mobile_rec: ais_bench vs reference"].data["base"]
         assert rec["device_text"] != rec["reference_text"] and rec["first_differing_step"] is not None
         return
     assert report.ok, report.to_json()
     assert [c.name for c in report.checks][:2] == ["ais_bench", "pyACL"]
     assert acl.devices == {0: 0} and acl.initialised is False  # set and reset; initialised and finalized by the check
-    other = _manifest_vs_acl(ReferenceAcl("Ascend910B4"), root, MODELS[1], 0)
+    other = _manifest_vs_acl(ReferenceAcl("Ascend910B4"), tmp_path / "root", MODELS[1], 0)
     assert other.status == "fail" and other.detail.startswith("the OM was built for Ascend310P3, this device is")

@@ -10,7 +10,9 @@ from paddlex_npu.samples import assets
 
 def test_a_worker_whose_device_is_lost_answers_then_is_replaced(asset_root, images, tmp_path):
     """The simulated device's fault knob (PADDLEX_NPU_SIM_DEVICE_LOST=N: the Nth device call of a process and
-    every later one fail): the input that hits it is answered with DeviceLostError, its worker exits and a fresh
+    every later one fail as ais_bench's infer fails, "[-1][ACL: general failure] ", the code only through the
+    simulated pyACL's acl.rt.get_last_error on the failing thread): run/ asks it and the input that hits it is
+    answered with DeviceLostError, its worker exits and a fresh
     one answers the next input right; an ordinary input error does not end the worker; the restart budget
     bounds a device that keeps failing."""
     from paddlex_npu.errors import ExecutorError
@@ -31,6 +33,7 @@ def test_a_worker_whose_device_is_lost_answers_then_is_replaced(asset_root, imag
         assert not got[0].ok and got[0].worker == first[0]  # an ordinary input error: the worker goes on
         assert got[1].ok and got[1].results == healthy.results and got[1].worker == first[0]
         assert not got[2].ok and got[2].error.type == "DeviceLostError", got[2].error
+        assert "acl.rt.get_last_error) is 507015 (ACL_ERROR_RT_AICORE_EXCEPTION)" in got[2].error.message
         assert got[2].error.category == "device_lost" and got[2].worker == first[0] and got[2].attempts == 1
         assert got[3].ok and got[3].results == healthy.results and got[3].worker != first[0]  # a fresh process
         assert budget.used == 1

@@ -135,6 +135,7 @@ def test_a_replica_whose_device_is_lost_is_replaced_and_service_comes_back(deplo
             lost = (status, ans)
             break
     assert lost is not None and lost[0] == 503 and "DeviceLostError" in lost[1]["errorMsg"], lost
+    assert "acl.rt.get_last_error) is 507015" in lost[1]["errorMsg"], lost  # the call said "[-1]": run/ asked ACL
     deadline, back = time.monotonic() + 180, None
     while time.monotonic() < deadline:  # Serve's health check fails, the replica is replaced
         status, ans = _ocr(deployed, images["english"])

@@ -1,5 +1,7 @@
 """A device-fatal error ends ``serve``'s worker after its answer (issue 30.6), a real server on loopback on the
-simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``): the request that hits it is answered 503
+simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``; the device call fails as ais_bench's does,
+"[-1][ACL: general failure] ", and run/ learns the loss from the simulated pyACL's ``acl.rt.get_last_error``): the
+request that hits it is answered 503
 ``DeviceLostError`` + Retry-After, a fresh worker answers the next one right, and when the restart budget is spent
 ``/ready`` (and ``/health``) turn 503."""
 
@@ -31,6 +33,21 @@ def _calls_of_one_page(asset_root, image, env) -> int:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
+def _device_memory(server) -> dict:
+    """``paddlex_npu_device_memory_bytes`` per worker pid, from ``/metrics``."""
+    import http.client
+    import re
+
+    c = http.client.HTTPConnection("127.0.0.1", server["port"], timeout=10)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    found = re.findall(r'^paddlex_npu_device_memory_bytes\{device="0",worker="(\d+)"\} (\S+)$', text, re.M)
+    return {int(pid): float(v) for pid, v in found}
+
+
 def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_root, images, tmp_path, monkeypatch):
     sim = {"PADDLEX_NPU_SIM_STORE": str(tmp_path / "store"), "PADDLEX_NPU_SIM_LOCKS": str(tmp_path / "locks")}
     calls = _calls_of_one_page(asset_root, images["english"], sim)
@@ -45,8 +62,11 @@ def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_roo
         status, ok, _ = _post(server, body)
         assert status == 200, ok
         texts = ok["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]
+        memory = _device_memory(server)  # /metrics: each worker's device memory (the simulated device's)
+        assert set(memory) == set(first) and all(v > 0 for v in memory.values()), memory
         status, lost, headers = _post(server, body)  # the second page's first call: the context is lost
         assert status == 503 and lost["errorMsg"].startswith("DeviceLostError: "), lost
+        assert "acl.rt.get_last_error) is 507015" in lost["errorMsg"], lost
         assert headers.get("retry-after") == "1"
         assert _until(lambda: _get(server, "/ready")[0] == 200 and _workers(server) != first, BOUND_S, 0.2)
         status, again, _ = _post(server, body)  # a fresh process answers right

@@ -1,8 +1,9 @@
 """A device-fatal error ends the Triton model instance after its answer (issue 30.6), the real tritonserver on
-loopback on the simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``). Triton's Python backend
-(this nvidia-pytriton's, like upstream's since the restart code left ``python_be.cc``) does not restart a stub that
-died: ``triton-serve``'s watchdog reloads the model, and unloads it once its restart budget is spent (the model's and
-the server's readiness then fail: Triton answers them 400)."""
+loopback on the simulated device with its fault knob (``PADDLEX_NPU_SIM_DEVICE_LOST``: the call fails as
+ais_bench's does, "[-1][ACL: general failure] ", and run/ learns the loss from the simulated pyACL's last error).
+Triton's Python backend (this nvidia-pytriton's, like upstream's since the restart code left ``python_be.cc``) does
+not restart a stub that died: ``triton-serve``'s watchdog reloads the model, and unloads it once its restart budget
+is spent (the model's and the server's readiness then fail: Triton answers them 400)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def _until_lost(port: int, images, texts) -> int:
         status, (answer,) = _infer(port, "ocr", [_ocr(images)])
         if answer.get("errorCode") == 503:
             assert answer["errorMsg"].startswith("DeviceLostError: "), answer
+            assert "acl.rt.get_last_error) is 507015" in answer["errorMsg"], answer  # run/ asked ACL
             return sent
         assert status == 200 and answer["errorCode"] == 0, answer
         assert answer["result"]["ocrResults"][0]["prunedResult"]["rec_texts"] == texts

@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from paddlex_npu.errors import DeviceLostError, NpuDeviceUnavailableError
+from paddlex_npu.errors import DeviceLostError
 from paddlex_npu.run import ais
 from tests.fake_ascend import FakeAcl, aclruntime_module, install, session_class, session_class_2026
 
@@ -81,30 +81,33 @@ def test_without_pyacl_a_known_initialiser_decides(monkeypatch, warnings):
     assert not ais.open_session("n.om", 0).borrowed  # the second session on the device makes its own context
 
 
-def test_the_older_generation_cannot_borrow_and_says_what_to_do(monkeypatch, tmp_path, warnings):
+@pytest.mark.parametrize("first", ["pyacl", "paddle"])
+def test_the_older_generation_opens_beside_another_acl_user(monkeypatch, tmp_path, warnings, first):
+    """Before a04bd85b, InitDevices returns 100002 with its counter at 0 (DeviceManager.cpp@a04bd85b^:54-68) and
+    the TensorContext constructor logs it and goes on (TensorContext.cpp@a04bd85b^:27-39): the session opens on a
+    context of its own (:209-230) and infers; free_resource returns 1009 (:138-142) and the context stays."""
     _aclruntime(monkeypatch, tmp_path, borrows=False)
     acl = FakeAcl()
-    install(monkeypatch, acl, session_class(acl, borrows=False))
-    acl.init()  # a pyACL user initialised ACL first: the older InitDevices fails with 100002
-    with pytest.raises(NpuDeviceUnavailableError) as info:
-        ais.open_session("m.om", 0)
-    text = str(info.value)
-    assert "([100002][Error code unknown])" in text and "predates ais_bench's 2024-12 DeviceManager change" in text
-    assert "Load paddlex-npu's models before that library initialises ACL" in text
-    assert not any("borrows" in w for w in warnings)
-
-
-def test_the_older_generation_is_refused_before_the_call_after_another_init(monkeypatch, tmp_path, warnings):
-    _aclruntime(monkeypatch, tmp_path, borrows=False)
-    acl = FakeAcl(initialised=True)
     cls = session_class(acl, borrows=False)
     install(monkeypatch, acl, cls)
-    paddle = types.ModuleType("paddle")
-    paddle.device = types.SimpleNamespace(get_all_custom_device_type=lambda: ["npu"])
-    monkeypatch.setitem(sys.modules, "paddle", paddle)
-    with pytest.raises(NpuDeviceUnavailableError, match=r"initialised by paddle \(custom device npu\) before"):
-        ais.open_session("m.om", 0)
-    assert cls.ais_init is None  # ais_bench was never called (a failed open leaks device memory)
+    if first == "pyacl":
+        acl.init()  # a pyACL user initialised ACL first
+    else:
+        acl.initialised = True
+        paddle = types.ModuleType("paddle")
+        paddle.device = types.SimpleNamespace(get_all_custom_device_type=lambda: ["npu"])
+        monkeypatch.setitem(sys.modules, "paddle", paddle)
+    session = ais.open_session("m.om", 0)
+    assert cls.ais_init == 100002 and not session.borrowed and session.context == "ais-ctx-0"
+    assert session.infer(X, mode="dymshape") == X
+    opened = [w for w in warnings if "older than 2024-12" in w]
+    assert len(opened) == (first == "paddle")  # without pyACL's answer, a known initialiser names itself
+    if opened:
+        assert "paddle (custom device npu)" in opened[0] and "its ACL context cannot be freed" in opened[0]
+    pybind = session.raw.session
+    session.free_resource()
+    assert pybind.freed and acl.destroyed == [] and session.raw.session is None
+    assert warnings[-1].startswith("ais_bench free_resource returned 1009 (this aclruntime, older than 2024-12")
 
 
 def test_the_older_generation_opens_and_frees_when_it_initialises_acl_itself(monkeypatch, tmp_path, warnings):
@@ -157,8 +160,30 @@ def test_the_2026_generation_frees_resets_and_sets_gears_through_its_getattr(mon
     session.reset_summaryinfo()
     assert raw.session.exec_time_list == []
     acl.current = "user-ctx"  # the thread's own context, made current again after the free
+    pybind = raw.session
     session.free_resource()
-    assert raw.session.freed and acl.destroyed == ["ais-ctx-0"] and acl.current == "user-ctx"
+    assert pybind.freed and acl.destroyed == ["ais-ctx-0"] and acl.current == "user-ctx"
+    assert raw.session is None  # detached: the exit hook and __del__ (interface.py:173-190, 370-383) skip it
+
+
+def test_the_2026_generation_frees_each_session_once_at_exit_and_collection(monkeypatch, warnings):
+    """interface.py@df1f9a44 frees every live session in its atexit hook and again in ``__del__``; a second free
+    logs "set context failed" at ERROR (PyInferenceSession.cpp:152-158). A session the route freed (detached) and a
+    borrowed one it keeps are freed by neither."""
+    acl = FakeAcl()
+    runtime = _install_2026(monkeypatch, acl)
+    cls = sys.modules["ais_bench.infer.interface"].InferSession
+    acl.init()  # another ACL user first: the first session borrows
+    borrowed, own = ais.open_session("b.om", 0), ais.open_session("o.om", 0)
+    pybinds = [borrowed.raw.session, own.raw.session]
+    assert borrowed.borrowed and not own.borrowed
+    own.free_resource()
+    borrowed.free_resource()
+    cls._finalize_acl()  # the exit hook
+    del own, borrowed
+    gc.collect()
+    assert [p.free_calls for p in pybinds] == [0, 1] and runtime.errors == []
+    assert acl.destroyed == ["ais-ctx-0"]  # the borrowed default context is never destroyed
 
 
 def test_the_2026_generation_does_not_free_a_borrowed_context_on_close(monkeypatch, warnings):
@@ -168,48 +193,55 @@ def test_the_2026_generation_does_not_free_a_borrowed_context_on_close(monkeypat
     acl.init()  # another ACL user initialised ACL first: the session borrows the device's default context
     session = ais.open_session("m.om", 0)
     assert session.borrowed and session.context == "default-ctx-0"
-    session.free_resource()
-    assert acl.destroyed == [] and not session.raw.session.freed
     raw = session.raw.session
+    session.free_resource()
+    assert acl.destroyed == [] and not raw.freed
     del session
     gc.collect()  # its InferSession.__del__ would free it (and destroy the borrowed context): it is kept instead
     assert acl.destroyed == [] and not raw.freed
 
 
 def test_device_fatal_codes_of_the_2026_generation_raise_device_lost(monkeypatch, warnings):
+    """The 2026 rewrite fails as before: "[-1]" (aclruntime/src/ModelInfer/model_process.cpp:1454-1459 @df1f9a44)."""
     acl = FakeAcl()
     runtime = _install_2026(monkeypatch, acl)
     session = ais.open_session("m.om", 0)
     runtime.InferenceSession.fail_with = 507015
-    with pytest.raises(DeviceLostError, match="507015"):
+    with pytest.raises(DeviceLostError, match=r"get_last_error\) is 507015") as info:
         session.infer(X)
+    assert str(info.value.__cause__) == "[-1][ACL: general failure] "
 
 
 @pytest.mark.parametrize("code, name", [(507015, "ACL_ERROR_RT_AICORE_EXCEPTION"), (507899, "DRV_INTERNAL_ERROR")])
 def test_device_fatal_codes_raise_device_lost(monkeypatch, warnings, code, name):
+    """The exception says "[-1][ACL: general failure] " (model_process.cpp:1196-1203, ModelInferenceProcessor.cpp:
+    630-634, ErrorCode.cpp:98-104 @8da7f645); the code comes from acl.rt.get_last_error on the same thread."""
     acl = FakeAcl()
     cls = session_class(acl)
     install(monkeypatch, acl, cls)
     session = ais.open_session("m.om", 0)
     cls.fail_with = code
-    with pytest.raises(DeviceLostError, match=rf"failed with {code} \(.*{name}\): the NPU context") as info:
+    with pytest.raises(DeviceLostError, match=rf"get_last_error\) is {code} \(.*{name}\): the NPU context") as info:
         session.infer(X, mode="dymshape")
-    assert info.value.category == "device_lost" and isinstance(info.value.__cause__, RuntimeError)
+    assert info.value.category == "device_lost" and str(info.value.__cause__) == "[-1][ACL: general failure] "
+    assert acl.peek_at_last_error(0) == 0  # read with get_last_error, which clears it
 
 
-@pytest.mark.parametrize("code", [-1, 100000, 145021, 507008])
+@pytest.mark.parametrize("code", [-1, 0, 100000, 145021, 507008, 107002])
 def test_ordinary_failures_are_not_device_lost(monkeypatch, warnings, code):
-    """-1: ais_bench's own check failures ("[-1][ACL: general failure]", e.g. an input of the wrong size);
-    100000 invalid parameter, 145021 invalid shape (GE), 507008 SoC version: not a lost context."""
+    """Whatever ACL's last error, the text is "[-1]"; a non-fatal one (invalid parameter 100000, GE shape 145021,
+    SoC version 507008, no current context 107002: a caller's bug), or none (0: ais_bench's own check failed, and
+    the probe on the first good call's shapes passes), is not a lost context."""
     acl = FakeAcl()
     cls = session_class(acl)
     install(monkeypatch, acl, cls)
     session = ais.open_session("m.om", 0)
-    cls.fail_with = code
+    session.infer(X, mode="dymshape")
+    cls.fail_with, cls.fail_calls = code, 1
     with pytest.raises(RuntimeError) as info:
         session.infer(X, mode="dymshape")
     assert not isinstance(info.value, DeviceLostError)
-    assert ais.acl_code(info.value) == code
+    assert str(info.value) == "[-1][ACL: general failure] "
 
 
 def test_a_lost_device_at_open_is_device_lost(monkeypatch, warnings):
@@ -240,8 +272,8 @@ def test_the_runner_lets_device_lost_through_and_explains_other_failures(monkeyp
     install(monkeypatch, acl, cls)
     runner = build_om_runner(tmp_path, runtime="ais_bench", device_id=0, config=OMBackendConfig(warmup_runs=0))
     try:
-        cls.fail_with = -1
-        with pytest.raises(DeviceCallError, match=r"session failed \(\[-1\]"):
+        cls.fail_with = 145021  # ACL answers a shape error: not a lost device
+        with pytest.raises(DeviceCallError, match=r"session failed \(\[-1\]\[ACL: general failure\]\)"):
             runner(X)
         cls.fail_with = 507015
         with pytest.raises(DeviceLostError, match="507015"):

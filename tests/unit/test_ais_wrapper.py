@@ -323,10 +323,10 @@ def test_acl_code_reads_the_leading_code_only() -> None:
 
 
 def test_device_lost_says_what_failed_and_what_to_do() -> None:
-    lost = ais.device_lost(RuntimeError("[507010][Error code unknown] "), "ais_bench infer (dymshape)")
+    lost = ais.device_lost(RuntimeError("[507010][Error code unknown] "), "opening m.om on device 0")
     assert isinstance(lost, DeviceLostError)
     assert str(lost) == (
-        "ais_bench infer (dymshape) failed with 507010 (ACL_ERROR_RT_LOST_HEARTBEAT): the NPU context of this "
+        "opening m.om on device 0 failed and its code is 507010 (ACL_ERROR_RT_LOST_HEARTBEAT): the NPU context of this "
         "process is unusable from now on; the process must be replaced (a supervised worker is restarted on a fresh "
         "context). If it recurs, check `npu-smi info` (chip health) and the device log (plog) for the failing "
         "operator"
@@ -340,7 +340,7 @@ def test_a_device_fatal_infer_failure_names_the_call(monkeypatch: pytest.MonkeyP
     install(monkeypatch, acl, cls)
     session = ais.open_session("m.om", 0)
     cls.fail_with = 107022
-    with pytest.raises(DeviceLostError, match=r"^ais_bench infer \(dymbatch\) failed with 107022 "):
+    with pytest.raises(DeviceLostError, match=r"^ais_bench infer \(dymbatch\) on npu:0 failed and ACL's last error "):
         session.infer(X, mode="dymbatch")
 
 
@@ -356,7 +356,7 @@ def _failing_open(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
 
 def test_open_errors_say_what_failed_and_where_to_look(monkeypatch: pytest.MonkeyPatch, warnings: List[str]) -> None:
     _failing_open(monkeypatch, "[507901][Error code unknown] ")
-    with pytest.raises(DeviceLostError, match=r"^opening m\.om on device 3 failed with 507901 "):
+    with pytest.raises(DeviceLostError, match=r"^opening m\.om on device 3 failed and its code is 507901 "):
         ais.open_session("m.om", 3)
     _failing_open(monkeypatch, "[145000][Error code unknown] ")
     with pytest.raises(NpuDeviceUnavailableError) as info:
@@ -371,17 +371,9 @@ def test_open_errors_say_what_failed_and_where_to_look(monkeypatch: pytest.Monke
         ais.open_session("m.om", 3)
 
 
-def test_repeat_initialize_at_open_names_who_initialised_acl(
-    monkeypatch: pytest.MonkeyPatch, warnings: List[str]
-) -> None:
+def test_no_open_error_is_read_as_repeat_initialize(monkeypatch: pytest.MonkeyPatch, warnings: List[str]) -> None:
+    """ "[100002]" never reaches Python from an open (TensorContext.cpp@a04bd85b^:27-39 logs it and goes on): a
+    text with it is an ordinary open failure."""
     _failing_open(monkeypatch, "[100002][Error code unknown] ")
-    with pytest.raises(NpuDeviceUnavailableError) as info:
+    with pytest.raises(NpuDeviceUnavailableError, match=r"^ais_bench could not open m\.om on device 0 \(\[100002\]"):
         ais.open_session("m.om", 0)
-    assert str(info.value).startswith(
-        "ais_bench could not open m.om on device 0 ([100002][Error code unknown]): ACL was initialised before "
-        "paddlex-npu's first session (by pyACL or another library), and this aclruntime predates"
-    )
-    monkeypatch.setitem(sys.modules, "mindspore", types.ModuleType("mindspore"))
-    monkeypatch.setitem(sys.modules, "paddle_custom_device", types.ModuleType("paddle_custom_device"))
-    with pytest.raises(NpuDeviceUnavailableError, match=r"\(by mindspore, paddle_custom_device\), and this aclruntime"):
-        ais.open_session("n.om", 0)

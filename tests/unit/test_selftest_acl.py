@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from paddlex_npu.om import manifest as mf
-from paddlex_npu.reports import selftest
+from paddlex_npu.reports import route_check, selftest
 from tests.fake_pyacl import FakePyAcl
 
 MODEL = "PP-OCRv4_mobile_rec"
@@ -180,9 +180,9 @@ def _scores(path, classes=5):
 
 
 def test_ctc_texts_collapse_repeats_and_drop_the_blank():
-    assert selftest.ctc_texts(_scores([0, 3, 3, 0, 3, 1, 1, 0])) == [[3, 3, 1]]
-    assert selftest.ctc_texts(np.array([[0, 3, 3, 0, 3, 1, 1, 0]])) == [[3, 3, 1]]  # [N, T] indices (ArgMax on device)
-    assert selftest.ctc_texts(np.array([[2, 2, 2], [0, 0, 4]])) == [[2], [4]]
+    assert route_check.ctc_texts(_scores([0, 3, 3, 0, 3, 1, 1, 0])) == [[3, 3, 1]]
+    assert route_check.ctc_texts(np.array([[0, 3, 3, 0, 3, 1, 1, 0]])) == [[3, 3, 1]]  # [N, T] indices
+    assert route_check.ctc_texts(np.array([[2, 2, 2], [0, 0, 4]])) == [[2], [4]]
 
 
 def test_a_near_tie_that_flips_blank_and_character_keeps_the_same_text():
@@ -201,6 +201,8 @@ def test_different_texts_fail_with_the_first_differing_step_and_both_texts():
     assert check.status == selftest.FAIL
     assert check.data["device_text"] == ["cb"] and check.data["reference_text"] == ["ca"]
     assert check.data["first_differing_step"] == [0, 3]
-    assert "device ['cb'], reference ['ca'] (first differing step [sample, step] [0, 3])" in check.detail
+    assert "device ['cb'], reference ['ca'] (differing steps [sample, step] [[0, 3]]; top-2 margins [0.8]" in (
+        check.detail
+    )
     indices = selftest._compare("PP-OCRv4_mobile_rec", device.argmax(-1), reference.argmax(-1))
     assert indices.status == selftest.FAIL and indices.data["device_text"] == [[3, 2]]

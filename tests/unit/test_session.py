@@ -14,6 +14,7 @@ from paddlex_npu.config import SimulationConfig
 from paddlex_npu.errors import ConfigError
 from paddlex_npu.om.package import OMPackage
 from paddlex_npu.run import ais, simulated
+from paddlex_npu.run.acl_errors import JudgedSession
 from paddlex_npu.run.reference import InferSession
 from paddlex_npu.run.session import OpenedSession, open_session, resolve_runtime_name
 from tests.fake_ascend import FakeAcl, install, session_class
@@ -84,7 +85,8 @@ def test_simulated_gets_its_cost_model_and_task(folder, tmp_path):
     package = OMPackage(folder, folder / "inference.om", folder / "inference.onnx")
     opened = open_session("simulated", package, 0, None, simulation=sim, task="TextDetPredictor")
     try:
-        assert isinstance(opened.session, simulated.SimulatedSession) and opened.runtime == "simulated"
+        assert isinstance(opened.session, JudgedSession) and opened.session.judge.acl is simulated.ACL
+        assert isinstance(opened.session.raw, simulated.SimulatedSession) and opened.runtime == "simulated"
         assert opened.call_guard is contextlib.nullcontext
         assert opened.session.cost.base_ms == 3.5
         assert opened.session.cost.ms_per_melem == simulated.DENSE_MS_PER_MELEM != simulated.SEQUENCE_MS_PER_MELEM

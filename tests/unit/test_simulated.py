@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -289,3 +290,31 @@ def test_the_digest_is_xxh3_128_of_names_dtypes_shapes_and_bytes():
         h.update(memoryview(arr).cast("B"))
     assert simulated.feed_digest(feed) == h.hexdigest()
     assert simulated.feed_digest({"x": feed["x"][:, :, ::2]}) != simulated.feed_digest({"x": feed["x"]})
+
+
+def test_device_memory_is_held_and_freed_as_ais_bench_allocates_it(tmp_path, monkeypatch):
+    """Weights for the session's life; per call inputs + reserved outputs (PyInferenceSession.cpp:398-420,
+    ModelInferenceProcessor.cpp:148-175 @8da7f645), freed after it; a failed call's inputs never (:414-420)."""
+    monkeypatch.setattr(simulated, "MEMORY", simulated.DeviceMemory())
+    monkeypatch.setattr(simulated, "ACL", simulated.SimulatedAcl())  # the loss below stays in this one
+    sim = session(tmp_path)
+    weights = (tmp_path / "m" / "inference.onnx").stat().st_size
+    assert simulated.stats()["device_bytes"] == weights
+    x = feeds(0)
+    for _ in range(3):
+        sim.infer(x, mode="dymshape", custom_sizes=[10000, 1000])
+    got = simulated.stats()
+    assert got["device_bytes"] == weights  # flat between calls
+    assert got["device_peak_bytes"] == weights + sum(a.nbytes for a in x) + 11000
+    monkeypatch.setenv("PADDLEX_NPU_SIM_DEVICE_LOST", "1")
+    with pytest.raises(RuntimeError, match=r"^\[-1\]\[ACL: general failure\] $"):
+        sim.infer(x, mode="dymshape", custom_sizes=[10000, 1000])
+    lost = simulated.stats()
+    assert lost["device_leaked_bytes"] == sum(a.nbytes for a in x) and lost["device_bytes"] == weights + sum(
+        a.nbytes for a in x
+    )
+    assert simulated.ACL.rt.get_last_error(0) == simulated.LOST_CODE  # the code only through the query
+    sim.free_resource()
+    assert simulated.stats()["device_bytes"] == sum(a.nbytes for a in x)  # the weights went, the leak stays
+    published = simulated.device_memory_of([os.getpid()], tmp_path / "locks")[os.getpid()]  # as npu-smi lists it
+    assert published["bytes"] == sum(a.nbytes for a in x) and published["leaked_bytes"] == published["bytes"]

@@ -1,0 +1,150 @@
+"""run/acl_errors.py: the device-fatal codes against CANN's header, and how a failed call is judged when it says
+only "[-1][ACL: general failure] " (every ais_bench generation: Yanguan619/aclruntime @8da7f645
+``backend/base/module/ModelInfer/model_process.cpp:1196-1203``, ``ModelInferenceProcessor.cpp:630-634``,
+``ErrorCode.cpp:98-104``)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, List
+
+import numpy as np
+import pytest
+
+from paddlex_npu.errors import DeviceLostError
+from paddlex_npu.run import acl_errors
+from paddlex_npu.run.acl_errors import DEVICE_FATAL_BY_CATEGORY, DEVICE_FATAL_CODES, JudgedSession, LossJudge
+from tests.fake_ascend import ACL_GENERAL_FAILURE, FakeAcl
+
+# (line, name, value) of CANN runtime's include/external/acl/error_codes/rt_error_codes.h, hicann/runtime @681ef761
+HEADER_FATAL = [
+    (41, "ACL_ERROR_RT_TASK_TIMEOUT", 107020),
+    (43, "ACL_ERROR_RT_DEVICE_TASK_ABORT", 107022),
+    (44, "ACL_ERROR_RT_STREAM_ABORT", 107023),
+    (73, "ACL_ERROR_RT_NO_DEVICE", 207004),
+    (99, "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR", 507007),
+    (102, "ACL_ERROR_RT_LOST_HEARTBEAT", 507010),
+    (103, "ACL_ERROR_RT_MODEL_EXECUTE", 507011),
+    (106, "ACL_ERROR_RT_AICORE_TIMEOUT", 507014),
+    (107, "ACL_ERROR_RT_AICORE_EXCEPTION", 507015),
+    (108, "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION", 507016),
+    (109, "ACL_ERROR_RT_AICPU_TIMEOUT", 507017),
+    (110, "ACL_ERROR_RT_AICPU_EXCEPTION", 507018),
+    (125, "ACL_ERROR_RT_DEV_SETUP_ERROR", 507033),
+    (126, "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT", 507034),
+    (127, "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION", 507035),
+    (128, "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION", 507036),
+    (134, "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW", 507042),
+    (135, "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW", 507043),
+    (136, "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW", 507044),
+    (137, "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW", 507045),
+    (138, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", 507046),
+    (140, "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT", 507048),
+    (141, "ACL_ERROR_RT_FFTS_PLUS_EXCEPTION", 507049),
+    (142, "ACL_ERROR_RT_FFTS_PLUS_TRAP_EXCEPTION", 507050),
+    (145, "ACL_ERROR_RT_DEVICE_MEM_ERROR", 507053),
+    (146, "ACL_ERROR_RT_HBM_MULTI_BIT_ECC_ERROR", 507054),
+    (147, "ACL_ERROR_RT_SUSPECT_DEVICE_MEM_ERROR", 507055),
+    (148, "ACL_ERROR_RT_LINK_ERROR", 507056),
+    (149, "ACL_ERROR_RT_SUSPECT_REMOTE_ERROR", 507057),
+    (150, "ACL_ERROR_RT_DRV_INTERNAL_ERROR", 507899),
+    (151, "ACL_ERROR_RT_AICPU_INTERNAL_ERROR", 507900),
+    (152, "ACL_ERROR_RT_SOCKET_CLOSE", 507901),
+]
+# not fatal: rt_error_codes.h:23 (no current context: the caller's thread has none), :22 (invalid device id),
+# :47 ... the parameter and capture codes, :64 feature not support, :88 device OOM, :100 SoC version
+HEADER_NOT_FATAL = [107002, 107001, 107000, 207000, 207001, 207018, 507008, 507047]
+
+
+def test_the_fatal_codes_are_the_headers_by_category() -> None:
+    assert DEVICE_FATAL_CODES == {value: name for _, name, value in HEADER_FATAL}
+    flat = [code for codes in DEVICE_FATAL_BY_CATEGORY.values() for code in codes]
+    assert len(flat) == len(set(flat)) == len(HEADER_FATAL)  # each code in one category
+    assert not set(HEADER_NOT_FATAL) & set(DEVICE_FATAL_CODES)
+
+
+class Device:
+    """A device call that fails as ais_bench's does: "[-1]" in the text, the code through ``acl`` only."""
+
+    def __init__(self, acl: FakeAcl, fail: int = 0, device_id: int = 0) -> None:
+        self.acl, self.fail, self.device_id, self.calls = acl, fail, device_id, []  # fail: how many calls fail
+        self.code = 507015
+
+    def infer(self, feeds: List[np.ndarray], **options: Any) -> List[np.ndarray]:
+        self.calls.append([f.shape for f in feeds])
+        if self.fail:
+            self.fail -= 1
+            raise self.acl.fail(self.code, self.device_id if self.code in DEVICE_FATAL_CODES else None)
+        return feeds
+
+
+X = [np.ones((1, 3, 8, 8), np.float32)]
+
+
+def test_acl_last_error_decides_on_the_failing_thread() -> None:
+    acl = FakeAcl()
+    session = JudgedSession(Device(acl, fail=1), LossJudge(acl, 0))
+    with pytest.raises(DeviceLostError, match=r"get_last_error\) is 507015 \(ACL_ERROR_RT_AICORE_EXCEPTION\)"):
+        session.infer(X)
+    acl.fail(507015)  # pyACL's last error is the calling thread's: another thread sees none
+    other: List[int] = []
+    thread = threading.Thread(target=lambda: other.append(acl.peek_at_last_error(0)))
+    thread.start()
+    thread.join()
+    assert other == [0] and acl.peek_at_last_error(0) == 507015
+
+
+def test_a_non_fatal_acl_code_is_not_device_lost() -> None:
+    acl = FakeAcl()
+    device = Device(acl, fail=5)
+    device.code = 107002  # no current context on this thread: the caller's bug, not a lost device
+    session = JudgedSession(device, LossJudge(acl, 0))
+    for _ in range(5):
+        with pytest.raises(RuntimeError) as info:
+            session.infer(X)
+        assert str(info.value) == ACL_GENERAL_FAILURE and not isinstance(info.value, DeviceLostError)
+
+
+def test_without_last_error_the_device_status_decides() -> None:
+    acl = FakeAcl(last_error=False)
+    session = JudgedSession(Device(acl, fail=1, device_id=2), LossJudge(acl, 2))
+    with pytest.raises(DeviceLostError, match="query_device_status says device 2 is abnormal"):
+        session.infer(X)
+
+
+def test_without_either_query_a_probe_on_the_first_good_shapes_decides() -> None:
+    acl = FakeAcl(last_error=False, device_status=False)
+    device = Device(acl)
+    session = JudgedSession(device, LossJudge(acl, 0))
+    session.infer(X, mode="dymshape")
+    big = [np.ones((1, 3, 64, 64), np.float32)]
+    device.fail = 1  # this input fails, the probe passes: not lost
+    with pytest.raises(RuntimeError) as info:
+        session.infer(big, mode="dymshape")
+    assert not isinstance(info.value, DeviceLostError) and device.calls[-1] == [(1, 3, 8, 8)]
+    device.fail = 2  # this input and the probe fail: lost
+    with pytest.raises(DeviceLostError, match="a probe call on the shapes of the first good call failed too"):
+        session.infer(big, mode="dymshape")
+
+
+def test_without_queries_or_a_good_call_failures_in_a_row_decide() -> None:
+    acl = FakeAcl(last_error=False, device_status=False)
+    session = JudgedSession(Device(acl, fail=10), LossJudge(acl, 0))
+    for _ in range(acl_errors.CONSECUTIVE_FAILURES - 1):
+        with pytest.raises(RuntimeError) as info:
+            session.infer(X)
+        assert not isinstance(info.value, DeviceLostError)
+    with pytest.raises(DeviceLostError, match=r"3 calls in a row failed on inputs that passed every check"):
+        session.infer(X)
+
+
+def test_a_good_call_resets_the_count() -> None:
+    acl = FakeAcl(last_error=False, device_status=False)
+    device = Device(acl, fail=2)
+    judge = LossJudge(acl, 0)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            judge.run("x", device.infer, X)
+    judge.probe = None
+    judge.run("x", device.infer, X)
+    assert judge.failures == 0
