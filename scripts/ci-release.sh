@@ -14,11 +14,12 @@ RELEASE_VENV=${RELEASE_VENV:-.venv-release}
 start=$(date +%s)
 if ! cmp -s requirements/release.txt "$RELEASE_VENV/.requirements"; then  # made once, again when the pins change
   [ -x "$RELEASE_VENV/bin/python" ] || python3 -m venv "$RELEASE_VENV"
-  "$RELEASE_VENV/bin/python" -m pip install -q -r requirements/release.txt
+  "$RELEASE_VENV/bin/python" -m pip install -q -r requirements/release.txt 2>&1 | grep -v "^WARNING: Location" || true
   cp requirements/release.txt "$RELEASE_VENV/.requirements"
 fi
 rm -rf "$DIST" && mkdir -p "$DIST"
-"$RELEASE_VENV/bin/python" -m build -q --outdir "$DIST" . >/dev/null
+"$RELEASE_VENV/bin/python" -m build -q --outdir "$DIST" . >"$DIST.build.log" 2>&1 || { cat "$DIST.build.log" >&2; exit 1; }
+rm -f "$DIST.build.log"
 "$RELEASE_VENV/bin/twine" check --strict "$DIST"/*
 RELEASE_DIST=$(cd "$DIST" && pwd) "$PY" -m pytest -q -p no:cacheprovider tests/release
 
