@@ -65,7 +65,8 @@ with zipfile.ZipFile(sys.argv[1]) as whl:
     built = {line.split(",")[0]: line.split(",")[1] for line in whl.read(record).decode().splitlines() if line}
 got = {str(f): f.hash.value for f in installed.files if f.hash and str(f).startswith("paddlex_npu/")}
 want = {k: v.split("=", 1)[1] for k, v in built.items() if k.startswith("paddlex_npu/") and v}
-assert got == want, "the venv's paddlex-npu is not the wheel the loopback index served"
+differ = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+assert not differ, f"the venv's paddlex-npu {installed.version} is not the served wheel: {differ[:5]}"
 print(f"ci-docs: the venv's paddlex-npu {installed.version} is the served wheel ({len(got)} files)")
 PYEOF
 "$WORK/venv/bin/python" -m pip check
