@@ -57,7 +57,7 @@ DOCS_TEST_VENV="$WORK/venv" timeout 1500 "$PY" -m pytest -q -p no:cacheprovider 
 
 # what the README's line installed is the wheel the index served (not a release of the same name elsewhere)
 WHEEL=$(ls "$WORK"/dist/paddlex_npu-*.whl)
-"$WORK/venv/bin/python" - "$WHEEL" <<'PYEOF'
+(cd "$WORK" && "$WORK/venv/bin/python" -I - "$WHEEL") <<'PYEOF'
 import importlib.metadata as m, sys, zipfile
 installed = m.distribution("paddlex-npu")
 with zipfile.ZipFile(sys.argv[1]) as whl:
@@ -65,6 +65,7 @@ with zipfile.ZipFile(sys.argv[1]) as whl:
     built = {line.split(",")[0]: line.split(",")[1] for line in whl.read(record).decode().splitlines() if line}
 got = {str(f): f.hash.value for f in installed.files if f.hash and str(f).startswith("paddlex_npu/")}
 want = {k: v.split("=", 1)[1] for k, v in built.items() if k.startswith("paddlex_npu/") and v}
+assert got and want, f"no file hashes to compare: installed {len(got)}, built {len(want)}"
 differ = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
 assert not differ, f"the venv's paddlex-npu {installed.version} is not the served wheel: {differ[:5]}"
 print(f"ci-docs: the venv's paddlex-npu {installed.version} is the served wheel ({len(got)} files)")
