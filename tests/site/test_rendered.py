@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -113,17 +114,33 @@ def _chromium(profile: Path, *args: str) -> str:
     return out.stdout
 
 
+PAGES = [p for p in pages() if p.startswith("docs/")]
+
+
+@pytest.fixture(scope="session")
+def rendered(site, tmp_path_factory) -> Dict[str, str]:
+    """Every page's DOM once Chromium has rendered it; four browsers at a time (each mostly waits)."""
+    _, url = site
+    profiles = tmp_path_factory.mktemp("profiles")
+
+    def render(index_page):
+        index, page = index_page
+        return page, _chromium(profiles / str(index), "--dump-dom", url + _url(page))
+
+    with ThreadPoolExecutor(4) as pool:
+        return dict(pool.map(render, enumerate(PAGES)))
+
+
 def _url(page: str) -> str:
     rel = page[len("docs/") : -len(".md")]
     return "/" if rel == "index" else f"/{rel}/"
 
 
-@pytest.mark.parametrize("page", [p for p in pages() if p.startswith("docs/")])
-def test_the_page_shows_no_markdown_source(page, site, tmp_path):
+@pytest.mark.parametrize("page", PAGES)
+def test_the_page_shows_no_markdown_source(page, site, rendered, tmp_path):
     root, url = site
-    dom = _chromium(tmp_path / "profile", "--dump-dom", url + _url(page))
     text = _Text()
-    text.feed(dom)
+    text.feed(rendered[page])
     assert text.out, f"{page}: the rendered page has no article text"
     found = [
         f"{name} in <{ctx}>: {text[max(0, m.start() - 60) : m.end() + 20]!r}"
