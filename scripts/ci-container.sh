@@ -75,10 +75,12 @@ if step image; then
   # --format docker keeps HEALTHCHECK (OCI images have none)
   WHEELS_ID=$(cd "$CTX/wheels" && sha256sum -- *.whl | sha256sum | cut -c1-16)
   "${P[@]}" build --network none --format docker -q -t "$IMAGE" --build-arg BASE_IMAGE="$BASE" \
-    --build-arg WHEELS_ID="$WHEELS_ID" --build-arg RUNTIME=reference --build-arg WITH_TRITON=0 "$CTX" >/dev/null
+    --build-arg WHEELS_ID="$WHEELS_ID" --build-arg RUNTIME=reference --build-arg WITH_TRITON=0 \
+    --build-arg VERSION="$("$VENV/bin/python" -c 'exec(open("paddlex_npu/version.py").read()); print(__version__)')" \
+    --build-arg REVISION="$(git rev-parse HEAD 2>/dev/null || echo unknown)" "$CTX" >/dev/null
   rm -rf "$CTX"
   took image "$t"
-  "${P[@]}" image inspect "$IMAGE" --format 'ci-container: image {{.Size}} bytes'
+  "${P[@]}" image inspect "$IMAGE" --format 'ci-container: image {{.Size}} bytes, version {{index .Labels "org.opencontainers.image.version"}}'
 fi
 
 if step test; then

@@ -47,7 +47,7 @@ finish() {  # finish NAME: waits for the job, prints its output and its time, fa
   [ "$rc" = 0 ] || { echo "FAILED: $name" >&2; exit "$rc"; }
 }
 T0=$(date +%s)
-bash scripts/system-packages.sh fonts-dejavu-core fonts-wqy-microhei dash
+bash scripts/system-packages.sh fonts-dejavu-core fonts-wqy-microhei dash chromium  # chromium: scripts/ci-site.sh
 start setup-3.7 bash scripts/setup.sh .venv 3.7
 start setup-3.4 bash scripts/setup.sh .venv-legacy 3.4
 start setup-unit unit_venv
@@ -68,8 +68,9 @@ finish container-base
 pytest_run() { "$1/bin/python" -m pytest -q -ra --durations=15 "${@:2}"; }
 # Beside the 3.7 suite, one after another: the 3.4 suite (on its own copy of the model folders and its own tool
 # cache: both suites build PIR folders and the export environment, which must not be rebuilt under each other),
-# the container layer (the CPU twin built and run), checkov over the manifests and the Dockerfile, the docs run as
-# written from the wheel, the mutation run over what the last change touched.
+# the container layer (the CPU twin built and run), checkov over the manifests and the Dockerfile, the release built
+# and served by a loopback index with the docs run as written from it, the rendered site, the mutation run over what
+# the last change touched.
 rm -rf .cache/assets-3.4 && cp -r .cache/assets .cache/assets-3.4
 beside() {
   echo "== PaddleX 3.4 (create_static_infer layout)"
@@ -79,13 +80,16 @@ beside() {
   bash scripts/ci-container.sh wheels image test
   echo "== checkov (manifests and Dockerfile)"
   bash scripts/ci-checkov.sh
-  echo "== the docs run as written (from the wheel, outside the checkout)"
+  echo "== the release: sdist and wheel built and checked, served by a loopback index; the docs run as written"
+  echo "   from it in an empty venv, outside the checkout (scripts/ci-release.sh runs inside: twine, actionlint)"
   bash scripts/ci-docs.sh
+  echo "== the site as a reader sees it (every page in headless chromium; site/screenshots/home.png)"
+  bash scripts/ci-site.sh
   echo "== mutation testing of the functions the last change touched (the unit layer must catch 90%)"
   bash scripts/ci-mutate.sh
 }
 start beside beside "$@"
 echo "== PaddleX 3.7 (runner/engine layout)"
-pytest_run .venv --ignore=tests/deploy/test_container.py --ignore=tests/deploy/test_checkov.py "$@"
+pytest_run .venv --ignore=tests/deploy/test_container.py --ignore=tests/deploy/test_checkov.py --ignore=tests/site "$@"
 finish beside
 echo "== all checks passed in $(( $(date +%s) - T0 )) s"

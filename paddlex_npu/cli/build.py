@@ -40,14 +40,16 @@ def run_assets(args: argparse.Namespace) -> int:
             table_model.build_table_folders(root)
     except PaddlexNpuError as exc:
         return fail("assets", exc)
-    print(root)
+    # every file first, then the listing: `assets --samples . | head -1` closes stdout after the first line, and
+    # the samples must be written whatever the reader closes (main() ends a broken pipe quietly)
+    samples = files.write_samples(args.samples, root / "om") if args.samples is not None else []
+    lines = [str(root)]
     for kind in ("paddle", "om"):
         for folder in sorted((root / kind).iterdir()):
-            print(f"  {kind}/{folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
-    if args.samples is not None:
-        for path in files.write_samples(args.samples, root / "om"):
-            print(f"  sample: {path}")
+            lines.append(f"  {kind}/{folder.name}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+    lines += [f"  sample: {path}" for path in samples]
     print(f"assets ready in {time.monotonic() - start:.1f} s: {root}", file=sys.stderr)
+    print("\n".join(lines), flush=True)
     return 0
 
 

@@ -150,7 +150,29 @@ def _paddlex() -> Check:
         adapter = select_adapter(version)
     except UnsupportedPaddlexError:
         return Check("PaddleX", FAIL, f"{version} is outside {SUPPORTED_TEXT}", unsupported_fix(version))
-    return Check("PaddleX", OK, f"{version} ({adapter} adapter)")
+    from .support_table import row_for
+
+    row = row_for(version)
+    tested = f"; tested: {row.paddlex_tested}" if row else ""
+    return Check("PaddleX", OK, f"{version} ({adapter} adapter{tested})")
+
+
+def _paddleocr() -> Optional[Check]:
+    """PaddleOCR, when installed, is the one for this PaddleX (docs/compatibility.md's table)."""
+    from ..paddlex.patcher import paddlex_version
+    from .support_table import paddleocr_check
+
+    try:
+        version = importlib.metadata.version("paddleocr")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    paddlex = paddlex_version()
+    if paddlex is None:
+        return Check(
+            "PaddleOCR", WARN, f"{version}, without PaddleX", "pip install paddleocr (it brings PaddleX)", False
+        )
+    ok, detail = paddleocr_check(paddlex, version)
+    return Check("PaddleOCR", OK if ok else WARN, detail, "" if ok else detail.split(": ", 1)[1], required=False)
 
 
 def _paddle_npu() -> Check:
@@ -195,6 +217,7 @@ def run_checks() -> List[Check]:
         _ais_bench,
         _aclruntime,
         _paddlex,
+        _paddleocr,
         _paddle_npu,
         _python,
     ]

@@ -260,8 +260,10 @@ class _ServeCollector:
         self.store = store
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
         from prometheus_client.multiprocess import MultiProcessCollector
+
+        from ..version import __version__
 
         _forget_dead_processes(self.store.path)
         families = list(MultiProcessCollector(None, str(self.store.path)).collect())
@@ -292,6 +294,7 @@ class _ServeCollector:
             restarts.add_metric([device], max(0.0, seen.get("starts", 0.0) - count))
             warm = warm if seen.get("ready", 0.0) >= count else 0.0
         busy = sum(v.get("busy", 0.0) for v in by_device.values())
+        yield InfoMetricFamily("paddlex_npu_build", "the paddlex-npu version serving", {"version": __version__})
         yield configured
         yield restarts
         yield GaugeMetricFamily(

@@ -133,6 +133,22 @@ def test_assets_piped_into_head_prints_the_folder_and_no_traceback(asset_root):
     assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr
 
 
+@pytest.mark.parametrize("cache", ["cold", "warm"])
+def test_assets_samples_piped_into_head_writes_every_file(cache, asset_root, tmp_path):
+    """The quickstart's `export ASSETS=$(paddlex-npu assets --samples . | head -1)`: head closes the pipe after the
+    first line; the samples are written all the same, with the model folders built from nothing (cold: a new
+    assets folder, the wheels from the cache) or already there (warm: a user's second try, nothing to build)."""
+    root = tmp_path / "assets" if cache == "cold" else asset_root
+    cmd = f"{sys.executable} -m paddlex_npu.cli assets {root} --samples . | head -1"
+    out = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0 and out.stdout.strip() == str(root), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "BrokenPipeError" not in out.stderr
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.glob("*") if p.is_file() and p.suffix != ".log")
+    assert written == ["ocr.yaml", "page.png"] and len(list((tmp_path / "lines").glob("line-*.png"))) == 3
+
+
 def test_benchmark_without_paddlepaddle_skips_that_route_and_keeps_the_others(tmp_path, asset_root):
     """paddle_static needs paddlepaddle: where it cannot be imported, that route is skipped with the reason and
     the figures of the routes that ran are still printed and written (PaddleX 3.5+: 3.0-3.4 import paddle to

@@ -255,3 +255,19 @@ def test_convert_then_selftest_in_the_image(podman, host_dirs):
     out = _run(podman, host_dirs, "sh", "-c", script)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "FAIL" not in out.stdout, out.stdout
+
+
+def test_the_image_label_and_the_installed_package_say_the_one_version(podman, host_dirs):
+    """deploy/Dockerfile's org.opencontainers.image.version (VERSION, from paddlex_npu/version.py) is what
+    `paddlex-npu --version` and `info` in the image print."""
+    from paddlex_npu.version import __version__
+
+    label = subprocess.run(
+        [*podman, "image", "inspect", IMAGE, "--format", '{{index .Labels "org.opencontainers.image.version"}}'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
+    assert label == __version__
+    assert _run(podman, host_dirs, "paddlex-npu", "--version", timeout=120).stdout.strip() == f"paddlex-npu {label}"
+    assert f"- paddlex-npu: {label}\n" in _run(podman, host_dirs, "paddlex-npu", "info", timeout=120).stdout

@@ -21,6 +21,7 @@ from typing import Dict, Tuple
 import numpy as np
 import pytest
 
+import paddlex_npu
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
 
 parser = pytest.importorskip("prometheus_client.parser", reason="metrics need requirements/serving.txt")
@@ -258,6 +259,7 @@ def test_error_categories_in_process():
         assert value(samples, "paddlex_npu_requests_total", path="/busy", status="503", category="runtime") == 1
         assert value(samples, "paddlex_npu_requests_total", path="/bug", status="500", category="runtime") == 2
         assert value(samples, "paddlex_npu_warmed_up") == 0  # no worker loaded in this store
+        assert value(samples, "paddlex_npu_build_info", version=paddlex_npu.__version__) == 1  # = --version, info
     finally:
         metrics.stop(store)
     assert not store.path.exists() and metrics.exposition()[0] == 503
