@@ -106,6 +106,7 @@ def _auto_install() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "") != "paddlex-npu"
 
 
+envs.no_egress()  # the libraries' telemetry and connectivity checks off unless set (envs.EGRESS_DEFAULTS)
 if _auto_install():
     use_system_font()  # result images drawn with a font that is here, or one warning (paddlex/fonts.py)
     install_when_paddlex_loads()
