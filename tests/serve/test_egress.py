@@ -49,12 +49,17 @@ def drawing_pipeline(asset_root, tmp_path_factory) -> Path:
     return path
 
 
+def _through(recorder: ProxyRecorder, env: dict) -> dict:
+    """``env`` without the off switches left to paddlex-npu, its proxy variables pointing at ``recorder``."""
+    env = {k: v for k, v in env.items() if k not in UNSET and not k.lower().endswith("_proxy")}
+    return {**env, **recorder.environment()}
+
+
 def test_serve_opens_no_connection_of_its_own(drawing_pipeline, internal, images, tmp_path):
     (port,) = free_ports(1)
     url, log = f"http://127.0.0.1:{port}", tmp_path / "serve.log"
     with ProxyRecorder() as recorder:
-        env = {k: v for k, v in server_env().items() if k not in UNSET and not k.lower().endswith("_proxy")}
-        env.update(recorder.environment())
+        env = _through(recorder, server_env())
         cmd = [sys.executable, "-m", "paddlex_npu.cli", "serve", str(drawing_pipeline), "--port", str(port)]
         cmd += ["--workers", "1", "--allow-url-host", "127.0.0.2"]
         with open(log, "wb") as out:
@@ -70,3 +75,31 @@ def test_serve_opens_no_connection_of_its_own(drawing_pipeline, internal, images
         finally:
             stop(proc)  # telemetry may flush at exit: checked after it
         assert recorder.seen == [], (recorder.seen, log.read_text(errors="replace")[-2000:])
+
+
+def test_the_triton_server_opens_no_connection_of_its_own(drawing_pipeline, internal, images, tmp_path):
+    pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
+    httpclient = pytest.importorskip("tritonclient.http")
+    import numpy as np
+
+    from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
+    from paddlex_npu.serve.fetch import UrlPolicy
+    from tests.serve.conftest import start_tritonserver, wait_for_tritonserver
+
+    urls = UrlPolicy(("127.0.0.2",), option="triton-repo --allow-url-host")
+    repo = build_triton_repo(drawing_pipeline, tmp_path / "repo", TritonOptions(runtime="reference", urls=urls))
+    b64 = base64.b64encode(images["english"].read_bytes()).decode()
+    with ProxyRecorder() as recorder:
+        server = start_tritonserver(repo.root, tmp_path, lambda env: _through(recorder, env))
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{server.http}", network_timeout=120.0)
+        try:
+            wait_for_tritonserver(server, client)
+            for file in (b64, internal["allowed"].url + "/file/english.png"):
+                inp = httpclient.InferInput("input", [1, 1], "BYTES")
+                inp.set_data_from_numpy(np.array([[json.dumps({"file": file, "fileType": 1}).encode()]], np.object_))
+                answer = json.loads(client.infer("ocr", [inp]).as_numpy("output")[0, 0])
+                assert answer["errorCode"] == 0 and answer["result"]["ocrResults"][0]["ocrImage"], answer
+        finally:
+            client.close()
+            stop(server.proc)
+        assert recorder.seen == [], (recorder.seen, server.log.read_text(errors="replace")[-2000:])
