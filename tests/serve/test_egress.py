@@ -55,12 +55,18 @@ def _through(recorder: ProxyRecorder, env: dict) -> dict:
     return {**env, **recorder.environment()}
 
 
-def test_serve_opens_no_connection_of_its_own(drawing_pipeline, internal, images, tmp_path):
+# The `paddlex-npu` console script as installed (its argv[0] is `paddlex-npu` when paddlex_npu is imported: the
+# package then installs nothing at import), run from this worktree.
+SCRIPT = "import sys; sys.argv[0] = 'paddlex-npu'; from paddlex_npu.cli import main; sys.exit(main())"
+
+
+@pytest.mark.parametrize("launch", [["-m", "paddlex_npu.cli"], ["-c", SCRIPT]], ids=["python-m", "script"])
+def test_serve_opens_no_connection_of_its_own(drawing_pipeline, internal, images, tmp_path, launch):
     (port,) = free_ports(1)
     url, log = f"http://127.0.0.1:{port}", tmp_path / "serve.log"
     with ProxyRecorder() as recorder:
         env = _through(recorder, server_env())
-        cmd = [sys.executable, "-m", "paddlex_npu.cli", "serve", str(drawing_pipeline), "--port", str(port)]
+        cmd = [sys.executable, *launch, "serve", str(drawing_pipeline), "--port", str(port)]
         cmd += ["--workers", "1", "--allow-url-host", "127.0.0.2"]
         with open(log, "wb") as out:
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
