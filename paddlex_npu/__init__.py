@@ -108,6 +108,9 @@ def _auto_install() -> bool:
     return os.path.basename(sys.argv[0] if sys.argv else "") != "paddlex-npu"
 
 
+# Whether or not the route is installed (the `paddlex-npu` command installs it later, for the subcommands that run
+# PaddleX, in processes whose argv[0] is `paddlex-npu`: serve's workers too): no connection nobody asked for.
+envs.no_egress()  # the libraries' telemetry and connectivity checks off unless set (envs.EGRESS_DEFAULTS)
+use_system_font()  # result images drawn with a font that is here, not downloaded (paddlex/fonts.py)
 if _auto_install():
-    use_system_font()  # result images drawn with a font that is here, or one warning (paddlex/fonts.py)
     install_when_paddlex_loads(install, is_installed)

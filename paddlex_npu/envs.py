@@ -123,9 +123,37 @@ PDX_FONT = EnvVar(
 )
 PDX_SOURCE_CHECK = EnvVar(
     "PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK",
-    "`False`",
-    "PaddleX's own: `True` skips PaddleX's check of its model hosters at import (offline machines).",
+    "`True` (`import paddlex_npu` sets it unless set; PaddleX's own default is `False`)",
+    "PaddleX's own: `True` skips PaddleX's connectivity check of its model hosters (no connection at start; "
+    "named models still download when asked for). Set `False` to have PaddleX check them.",
     read_by="PaddleX",
+)
+ORT_TELEMETRY = EnvVar(
+    "ORT_DISABLE_TELEMETRY",
+    "`1` (`import paddlex_npu` sets it unless set)",
+    "ONNX Runtime's own: `1` keeps its telemetry uploader (to `mobile.events.data.microsoft.com`, through any "
+    "HTTPS proxy set) from starting; read when onnxruntime is first imported.",
+    read_by="ONNX Runtime",
+)
+HF_TELEMETRY = EnvVar(
+    "HF_HUB_DISABLE_TELEMETRY",
+    "`1` (`import paddlex_npu` sets it unless set)",
+    "huggingface_hub's own (PaddleX can download models through it): `1` sends no usage telemetry.",
+    read_by="huggingface_hub",
+)
+RAY_USAGE = EnvVar(
+    "RAY_USAGE_STATS_ENABLED",
+    "`0` (`import paddlex_npu` sets it unless set)",
+    "Ray's own: `0` sends no usage statistics from a cluster started by a process that imported paddlex-npu.",
+    read_by="Ray",
+)
+# No outbound connection nobody asked for: the libraries' own off switches, each set at `import paddlex_npu`
+# unless the environment sets it (a value set wins); worker processes inherit them.
+EGRESS_DEFAULTS: Tuple[Tuple[EnvVar, str], ...] = (
+    (PDX_SOURCE_CHECK, "True"),
+    (ORT_TELEMETRY, "1"),
+    (HF_TELEMETRY, "1"),
+    (RAY_USAGE, "0"),
 )
 ASCEND_ROOT = EnvVar(
     "PADDLEX_NPU_ASCEND_ROOT",
@@ -209,6 +237,9 @@ VARIABLES: Tuple[EnvVar, ...] = (
     METRICS_TOKENS,
     PDX_FONT,
     PDX_SOURCE_CHECK,
+    ORT_TELEMETRY,
+    HF_TELEMETRY,
+    RAY_USAGE,
     ASCEND_ROOT,
     VISIBLE_DEVICES,
     RAY_NOSET_VISIBLE,
@@ -219,6 +250,15 @@ VARIABLES: Tuple[EnvVar, ...] = (
     KUBERNETES_HOST,
     RAY_ADDRESS,
 )
+
+
+def no_egress() -> Tuple[str, ...]:
+    """Set each of :data:`EGRESS_DEFAULTS` the environment leaves unset (before the libraries read them: at
+    ``import paddlex_npu``); the names set."""
+    unset = tuple((var, value) for var, value in EGRESS_DEFAULTS if var.get() is None)
+    for var, value in unset:
+        os.environ[var.name] = value
+    return tuple(var.name for var, _ in unset)
 
 
 def runtime() -> Optional[str]:

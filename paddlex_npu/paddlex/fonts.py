@@ -9,11 +9,12 @@ result images may have no text and how to fix it. A value already set wins; Padd
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from .. import envs
 
@@ -36,12 +37,21 @@ NO_FONT = (
 )
 
 
-def system_font(candidates: Sequence[str] = CANDIDATES) -> Optional[str]:
-    """The first of ``candidates`` that is a file here, or None."""
+def bundled_fonts() -> Tuple[str, ...]:
+    """Fonts shipped inside Python packages here, Latin only: OpenCV's DejaVu Sans (the ``opencv-python`` and
+    ``-contrib`` wheels PaddleX installs; the headless ones have none). Found without importing OpenCV."""
+    spec = importlib.util.find_spec("cv2")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    return tuple(str(Path(f) / "qt" / "fonts" / "DejaVuSans.ttf") for f in folders)
+
+
+def system_font(candidates: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The first of ``candidates`` (default: the system's, then :func:`bundled_fonts`) that is a file here."""
+    candidates = CANDIDATES + bundled_fonts() if candidates is None else candidates
     return next((c for c in candidates if Path(c).is_file()), None)
 
 
-def use_system_font(candidates: Sequence[str] = CANDIDATES) -> Optional[str]:
+def use_system_font(candidates: Optional[Sequence[str]] = None) -> Optional[str]:
     """Point ``PADDLE_PDX_LOCAL_FONT_FILE_PATH`` at a system font unless it is set or PaddleX already read it;
     warn once when there is none. Returns the font PaddleX will use (None: PaddleX's download)."""
     if envs.PDX_FONT.get():

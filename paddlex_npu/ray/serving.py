@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import ray
 from pydantic import BaseModel, ConfigDict
@@ -198,6 +198,40 @@ class AppArgs(BaseModel):
     max_body_bytes: Optional[int] = None
     max_image_pixels: Optional[int] = None
     health_check_period_s: float = HEALTH_CHECK_PERIOD_S
+    # the guard, as ray-serve's options: URL inputs (none unless hosts are allowed) and bearer-token files (read
+    # where the app is built; $PADDLEX_NPU_API_TOKENS / $PADDLEX_NPU_METRICS_TOKENS there are read too)
+    allow_url_hosts: List[str] = []
+    url_max_mb: Optional[float] = None  # default: max_body_bytes, else serve's 64 MB
+    url_timeout: Optional[float] = None
+    url_max_redirects: Optional[int] = None
+    token_file: Optional[str] = None
+    metrics_token_file: Optional[str] = None
+
+
+GUARD_FIELDS = ("allow_url_hosts", "url_max_mb", "url_timeout", "url_max_redirects", "token_file")
+GUARD_FIELDS += ("metrics_token_file",)
+
+
+def guard_of(args: AppArgs) -> Dict[str, Any]:
+    """``urls`` (:class:`~..serve.fetch.UrlPolicy`) and ``tokens`` (:class:`~..serve.auth.AccessTokens`) of
+    :func:`deployment` from the builder's arguments; ConfigError naming the argument when one is wrong."""
+    from ..serve import fetch
+    from ..serve.auth import AccessTokens
+
+    mib = 1024 * 1024
+    max_bytes = int(args.url_max_mb * mib) if args.url_max_mb else args.max_body_bytes or fetch.DEFAULT_MAX_BYTES
+    try:
+        urls = fetch.UrlPolicy(
+            tuple(args.allow_url_hosts),
+            max_bytes=max_bytes,
+            timeout=fetch.DEFAULT_TIMEOUT if args.url_timeout is None else args.url_timeout,
+            max_redirects=fetch.DEFAULT_MAX_REDIRECTS if args.url_max_redirects is None else args.url_max_redirects,
+            option="app_builder args allow_url_hosts",
+        )
+        tokens = AccessTokens.load(args.token_file, args.metrics_token_file)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"paddlex_npu.ray.serving:app_builder args: {exc}") from None
+    return {"urls": urls, "tokens": tokens}
 
 
 def app_builder(args: Dict[str, Any]) -> Any:
@@ -213,7 +247,8 @@ def app_builder(args: Dict[str, Any]) -> Any:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'args'}: {e['msg']}" for e in exc.errors())
         fields = ", ".join(AppArgs.model_fields)
         raise ConfigError(f"paddlex_npu.ray.serving:app_builder args: {problems} (its fields: {fields})") from None
-    return deployment(parsed.pipeline, **parsed.model_dump(exclude={"pipeline"}))
+    options = parsed.model_dump(exclude={"pipeline", *GUARD_FIELDS})
+    return deployment(parsed.pipeline, **options, **guard_of(parsed))
 
 
 def run_deployment(

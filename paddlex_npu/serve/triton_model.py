@@ -25,7 +25,7 @@ import yaml
 
 from ..errors import ConfigError, PaddlexNpuError, RequestRefusedError
 from ..paddlex import serving as paddlex_serving
-from .fetch import policy_from_parameters, raw_bytes
+from .fetch import Fetched, fetch_all, is_url, policy_from_parameters, raw_bytes
 from .images import DecodeGuard, PixelLimits
 from .options import check_options
 from .replies import answer, ok_body
@@ -206,8 +206,21 @@ class OCRModel(_Model):
         self.max_num_imgs = int((serving.get("extra") or {}).get("max_num_input_imgs", 10))
         self.predictor = pipeline_on_device(self.config, self.device_id, self.runtime)
 
-    def _parse(self, body: bytes) -> Any:
-        """(request, images, data_info) or an error answer."""
+    def _prefetch(self, bodies: List[bytes]) -> Fetched:
+        """The URL inputs of a batch, fetched at once (one total timeout for the batch)."""
+        urls = []
+        for body in bodies:
+            try:
+                file = json.loads(body).get("file")
+            except (ValueError, AttributeError):
+                continue
+            if is_url(file):
+                urls.append(file)
+        limits, count = self.decoder.limits, self.count_fetch
+        return fetch_all(urls, self.urls, limits, max_num_imgs=self.max_num_imgs, count=count) if urls else {}
+
+    def _parse(self, body: bytes, fetched: Optional[Fetched] = None) -> Any:
+        """(request, images, data_info) or an error answer (a URL input taken from ``fetched`` when there)."""
         import pydantic
         from fastapi import HTTPException
 
@@ -229,7 +242,12 @@ class OCRModel(_Model):
             return _refused(problem, request.logId)
         try:
             raw = raw_bytes(
-                request.file, self.urls, self.decoder.limits, max_num_imgs=self.max_num_imgs, count=self.count_fetch
+                request.file,
+                self.urls,
+                self.decoder.limits,
+                fetched,
+                max_num_imgs=self.max_num_imgs,
+                count=self.count_fetch,
             )
             images, data_info = self.decoder.file_to_images(
                 serving_utils.file_to_images, raw, file_type, max_num_imgs=self.max_num_imgs
@@ -285,8 +303,9 @@ class OCRModel(_Model):
     def answer(self, bodies: List[bytes]) -> List[Dict[str, Any]]:
         answers: List[Optional[Dict[str, Any]]] = [None] * len(bodies)
         groups: Dict[Any, List[Tuple[int, Any, list, Any]]] = {}
+        fetched = self._prefetch(bodies)
         for i, body in enumerate(bodies):
-            parsed = self._parse(body)
+            parsed = self._parse(body, fetched)
             if isinstance(parsed, dict):
                 answers[i] = parsed
             else:

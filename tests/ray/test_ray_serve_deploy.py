@@ -55,6 +55,24 @@ def test_the_app_builder_names_a_bad_argument():
         app_builder({"replicas": 2})
 
 
+def test_the_app_builder_takes_the_url_policy_and_tokens(tmp_path):
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.ray.serving import AppArgs, guard_of
+
+    tokens = tmp_path / "api.tokens"
+    tokens.write_text("api-" + "a1b2c3d4" * 4 + "\n")
+    args = {"pipeline": "/models/ocr.yaml", "allow_url_hosts": ["images.example.com"], "url_timeout": 5}
+    guard = guard_of(AppArgs.model_validate({**args, "url_max_mb": 2, "token_file": str(tokens)}))
+    assert guard["urls"].allow == ("images.example.com",) and guard["urls"].timeout == 5
+    assert guard["urls"].max_bytes == 2 * 1024 * 1024 and guard["tokens"].api == ("api-" + "a1b2c3d4" * 4,)
+    off = guard_of(AppArgs.model_validate({"pipeline": "/models/ocr.yaml"}))["urls"]
+    assert not off.enabled and "app_builder args allow_url_hosts" in off.option  # URL inputs off by default
+    with pytest.raises(ConfigError, match="app_builder args: .*allow_url_hosts"):
+        guard_of(AppArgs.model_validate({**args, "allow_url_hosts": ["http://x"]}))
+    with pytest.raises(ConfigError, match="token file .* cannot be read"):
+        guard_of(AppArgs.model_validate({**args, "token_file": str(tmp_path / "none")}))
+
+
 @pytest.fixture(scope="module")
 def deployed(cluster, ocr_config, sim_env, tmp_path_factory):
     """serveConfigV2 of the example, its paths made this machine's, deployed with `serve deploy`."""

@@ -1,6 +1,7 @@
 """``paddlex-npu ray-serve`` guarded as ``serve`` is (the real two-node local cluster, Serve's proxy on loopback):
-a URL input refused by default with nothing fetched, bearer tokens (401 without, 200 with, probes open,
-``/metrics`` not served past the token), HTTPS from a self-signed certificate made here."""
+a URL input from a host not allowed refused with nothing fetched, an over-long URL and a compressed reply 422 as in
+``serve``, bearer tokens (401 without, 200 with, probes open, ``/metrics`` not served past the token), HTTPS from
+a self-signed certificate made here."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def server(cluster, ocr_config, sim_env, tmp_path_factory):
     log = folder / "ray-serve.log"
     cmd = [sys.executable, "-m", "paddlex_npu.cli", "ray-serve", str(pipeline), "--address", cluster.address]
     cmd += ["--port", str(port), "--proxy-location", "HeadOnly", "--name", "ocr-guard"]  # two nodes, one machine
-    cmd += ["--token-file", str(folder / "tokens")]
+    cmd += ["--token-file", str(folder / "tokens"), "--allow-url-host", "127.0.0.2"]  # not 127.0.0.1
     cmd += ["--tls-certfile", str(cert), "--tls-keyfile", str(key)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env={**os.environ, **sim_env}, stdout=out, stderr=subprocess.STDOUT)
@@ -92,3 +93,18 @@ def test_tokens_tls_and_url_inputs_off_by_default(server, images):
         status, ans = _call(url + "/ocr", ctx, by_url, token=TOKEN)
         assert status == 422 and "ray-serve --allow-url-host" in ans["errorMsg"], ans
         assert internal.requests == []
+
+
+def test_a_malformed_url_and_a_compressed_bomb_are_422_as_in_serve(server, images):
+    from tests.serve.internal_host import bombs
+
+    url, ctx = server["url"], server["context"]
+    with InternalHost(address="127.0.0.2") as allowed:
+        allowed.encoded["br"] = bombs()["br"]
+        for file, says in (
+            ("http://127.0.0.2/" + "a" * 70_000, "over the 8192"),
+            (allowed.url + "/encoded/br", "Content-Encoding"),
+        ):
+            body = json.dumps({"file": file, "fileType": 1}).encode()
+            status, ans = _call(url + "/ocr", ctx, body, token=TOKEN)
+            assert status == 422 and says in ans["errorMsg"], ans

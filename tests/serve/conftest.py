@@ -107,14 +107,16 @@ class Tritonserver(NamedTuple):
     metrics: int
 
 
-def start_tritonserver(repo_root: Path, root: Path) -> Tritonserver:
+def start_tritonserver(repo_root: Path, root: Path, edit_env: Optional[Callable[[dict], dict]] = None) -> Tritonserver:
     """A real tritonserver (nvidia-pytriton's) on free loopback ports over a repository, on the reference runtime;
-    its output in ``root/tritonserver.log``. The caller waits for it to be ready and stops it."""
+    its output in ``root/tritonserver.log`` (its environment as ``edit_env`` returns it). The caller waits for it
+    to be ready and stops it."""
     from paddlex_npu.deploy.triton_repo import tritonserver_command
 
     http, grpc, metrics = free_ports(3)
     argv, env = tritonserver_command(repo_root, root / "work", http, grpc, metrics, host="127.0.0.1")
     env.update({k: v for k, v in server_env().items() if k.startswith(("PADDLE", "PADDLEX_NPU"))})
+    env = edit_env(env) if edit_env else env
     log = root / "tritonserver.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -4,13 +4,15 @@ every request it sees; and a self-signed certificate made in the test (the ``cry
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import ssl
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 CHUNK = 1024 * 1024
@@ -20,6 +22,7 @@ class InternalHost:
     """``http.server`` on ``address`` (a loopback address), in a thread. Paths:
 
     - ``/file/<name>``: a file of ``files``;
+    - ``/encoded/<name>``: a body of ``encoded`` (name: (Content-Encoding, body)), e.g. :func:`bombs`;
     - ``/big?mb=N&declared=1``: N MB of zeros streamed (``Content-Length`` declared only with ``declared=1``);
     - ``/drip?seconds=N``: one byte a second, for at most N seconds;
     - ``/redirect?to=URL``: 302 to URL.
@@ -33,6 +36,7 @@ class InternalHost:
         tls: Optional[Tuple[Path, Path]] = None,
     ) -> None:
         self.files = files or {}
+        self.encoded: Dict[str, Tuple[str, bytes]] = {}
         self.requests: List[Tuple[str, str]] = []
         self.sent = 0
         self.stopped = threading.Event()
@@ -77,6 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if parts.path.startswith("/file/") and parts.path[6:] in host.files:
                 self._send(host, host.files[parts.path[6:]])
+            elif parts.path.startswith("/encoded/") and parts.path[9:] in host.encoded:
+                encoding, body = host.encoded[parts.path[9:]]
+                self._send(host, body, {"Content-Encoding": encoding})
             elif parts.path == "/big":
                 self._big(host, int(query.get("mb", "1")), query.get("declared") == "1")
             elif parts.path == "/drip":
@@ -91,9 +98,11 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             pass
 
-    def _send(self, host: InternalHost, body: bytes) -> None:
+    def _send(self, host: InternalHost, body: bytes, headers: Optional[Dict[str, str]] = None) -> None:
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
         host.sent += len(body)
@@ -123,6 +132,30 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             host.sent += 1
         self.close_connection = True
+
+
+def _zeros(mib: int, compress: Callable[[bytes], bytes], end: Callable[[], bytes]) -> bytes:
+    """``mib`` MiB of zeros through a streaming compressor (``compress`` each MiB, then ``end``)."""
+    one = bytes(1024 * 1024)
+    return b"".join(compress(one) for _ in range(mib)) + end()
+
+
+@functools.lru_cache(maxsize=None)
+def bombs() -> Dict[str, Tuple[str, bytes]]:
+    """Compressed "bombs" of zeros, each under 1 KB as sent: ``br`` (1 GiB decoded), ``gzip`` (900 KiB: one gzip
+    layer of under 1 KB holds no more), ``gzip-gzip`` (``Content-Encoding: gzip, gzip``, 512 MiB decoded). Made
+    once (about 5 s)."""
+    import brotli
+
+    brc, gzc = brotli.Compressor(quality=9, lgwin=24), zlib.compressobj(9, zlib.DEFLATED, 31)
+    br, inner = _zeros(1024, brc.process, brc.finish), _zeros(512, gzc.compress, gzc.flush)
+    outer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    gzip_gzip = outer.compress(inner) + outer.flush()
+    one = zlib.compressobj(9, zlib.DEFLATED, 31)
+    gzip = one.compress(bytes(900 * 1024)) + one.flush()
+    found = {"br": ("br", br), "gzip": ("gzip", gzip), "gzip-gzip": ("gzip, gzip", gzip_gzip)}
+    assert all(len(body) < 1024 for _, body in found.values()), {k: len(b) for k, (_, b) in found.items()}
+    return found
 
 
 def self_signed(

@@ -11,9 +11,9 @@ import zlib
 
 import pytest
 
-from paddlex_npu.serve.fetch import UrlPolicy, UrlRefusedError, fetch
+from paddlex_npu.serve.fetch import UrlPolicy, UrlRefusedError, fetch, fetch_all
 from paddlex_npu.serve.images import PixelLimits
-from tests.serve.internal_host import InternalHost, self_signed
+from tests.serve.internal_host import InternalHost, bombs, self_signed
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -151,3 +151,82 @@ def test_https_presents_the_name_and_checks_the_certificate_against_it(tmp_path)
 def test_bad_allow_entries_are_refused_naming_the_option(entry):
     with pytest.raises(ValueError, match="--allow-url-host"):
         UrlPolicy((entry,))
+
+
+@pytest.mark.parametrize("name", ["br", "gzip", "gzip-gzip"])
+def test_an_encoded_reply_is_refused_undecoded(internal, name):
+    internal.encoded[name] = bombs()[name]
+    start = time.monotonic()
+    says = _refused(f"{internal.url}/encoded/{name}", UrlPolicy(("127.0.0.1",), max_bytes=1024 * 1024), "encoding")
+    assert "Content-Encoding" in says and "identity" in says
+    assert time.monotonic() - start < 2  # nothing decoded (1 GiB of br would take seconds)
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:127.0.0.1",  # IPv4-mapped
+        "::127.0.0.1",  # IPv4-compatible (deprecated)
+        "::ffff:0:10.0.0.1",  # SIIT IPv4-translated
+        "64:ff9b::10.0.0.1",  # NAT64, well-known prefix
+        "64:ff9b::a9fe:a9fe",  # NAT64 to the metadata service (169.254.169.254)
+        "64:ff9b:1::a00:1",  # NAT64, local-use prefix
+        "2002:a00:1::1",  # 6to4 of 10.0.0.1
+        "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo, client 10.0.0.1
+        "fec0::1",  # site-local
+    ],
+)
+def test_ipv6_forms_carrying_internal_ipv4_are_refused_under_any_host(address):
+    _refused(f"http://[{address}]/a.png", UrlPolicy(("*",), timeout=5), "address")
+    resolve = Resolver({"images.test": address})  # the same address from DNS
+    says = _refused("http://images.test/a.png", UrlPolicy(("*",), timeout=5), "address", resolve=resolve)
+    assert "images.test" in says and address not in says
+
+
+@pytest.mark.parametrize(
+    "address, allowed",
+    [
+        ("64:ff9b::8.8.8.8", True),  # NAT64 of a public address
+        ("::ffff:8.8.8.8", True),
+        ("2002:808:808::1", True),  # 6to4 of a public address
+        ("2606:4700::1111", True),  # plain global IPv6
+        ("::ffff:10.0.0.1", False),
+    ],
+)
+def test_ipv6_forms_are_judged_by_the_ipv4_they_carry(address, allowed):
+    import ipaddress
+
+    assert UrlPolicy(("*",)).address_allowed(ipaddress.ip_address(address)) is allowed
+    # an allow-list network of the IPv4 allows its NAT64 form too
+    assert UrlPolicy(("10.0.0.0/8",)).address_allowed(ipaddress.ip_address("64:ff9b::10.0.0.1"))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1/" + "a" * 70_000, "http://127.0.0.1/a\x01b", "http://127.0.0.1/a\tb", "http://127.0.0.1/\x7f"],
+)
+def test_malformed_urls_are_refused_as_the_clients_mistake(url):
+    says = _refused(url, UrlPolicy(("127.0.0.1",), timeout=5), "scheme")
+    assert len(says) < 400  # the URL is shortened in the answer
+
+
+def test_refusals_name_the_rule_and_host_not_the_addresses_or_the_connect_error():
+    resolve = Resolver({"db.internal.test": "10.20.30.40"})
+    says = _refused("http://db.internal.test/x", UrlPolicy(("*",), timeout=5), "address", resolve=resolve)
+    assert "db.internal.test" in says and "10.20.30.40" not in says
+    # a closed port: the refusal says the connection failed, not the OS error (with its address and port)
+    from tests.serve.conftest import free_ports
+
+    (port,) = free_ports(1)
+    says = _refused(f"http://127.0.0.1:{port}/x", UrlPolicy(("127.0.0.1",), timeout=5), "error")
+    assert "connection was refused or failed" in says and "Errno" not in says and "111" not in says
+
+
+def test_a_batch_of_urls_is_fetched_at_once_within_one_timeout(internal):
+    urls = [f"{internal.url}/drip?seconds=30&n={i}" for i in range(3)] + [internal.url + "/file/a.png"]
+    start = time.monotonic()
+    got = fetch_all(urls, UrlPolicy(("127.0.0.1",), timeout=2))
+    took = time.monotonic() - start
+    assert took < 3.5, took  # one timeout for the batch, not three after one another
+    assert got[internal.url + "/file/a.png"] == b"image bytes"
+    assert all(isinstance(got[u], UrlRefusedError) and got[u].outcome == "timeout" for u in urls[:3])

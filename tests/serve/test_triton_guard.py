@@ -113,3 +113,35 @@ def test_fetch_outcomes_are_counted_on_tritons_metrics_port(triton, internal):
         if s.name == "paddlex_npu_url_fetches_total"
     }
     assert counts.get("host", 0) >= 1 and counts.get("ok", 0) >= 1, counts
+
+
+def test_a_compressed_bomb_is_refused_undecoded_with_memory_bounded(triton, internal):
+    from tests.serve.internal_host import bombs
+
+    pid = _ocr_stub(triton)
+    before = rss_peak(pid)
+    for name in ("br", "gzip", "gzip-gzip"):
+        internal["allowed"].encoded[name] = bombs()[name]
+        ans = _ask(triton, f"{internal['allowed'].url}/encoded/{name}")
+        assert ans["errorCode"] == 422 and "Content-Encoding" in ans["errorMsg"], ans
+    assert rss_peak(pid) - before < 24 * 1024 * 1024  # the 8 MB limit and a small constant
+
+
+def test_a_malformed_url_is_the_clients_mistake(triton):
+    for url in ("http://127.0.0.2/" + "a" * 70_000, "http://127.0.0.2/a\x01b"):
+        ans = _ask(triton, url)
+        assert ans["errorCode"] == 422 and "URL" in ans["errorMsg"], ans
+
+
+def test_a_batchs_urls_are_fetched_at_once_within_one_timeout(triton, internal):
+    import numpy as np
+
+    files = [internal["allowed"].url + f"/drip?seconds=60&n={i}" for i in range(3)]
+    inp = httpclient.InferInput("input", [3, 1], "BYTES")
+    inp.set_data_from_numpy(np.array([[json.dumps({"file": f, "fileType": 1}).encode()] for f in files], np.object_))
+    start = time.monotonic()
+    out = triton["client"].infer("ocr", [inp]).as_numpy("output")
+    took = time.monotonic() - start
+    answers = [json.loads(row[0]) for row in out]
+    assert all(a["errorCode"] == 422 and "within 3 s" in a["errorMsg"] for a in answers), answers
+    assert took < 6.0, took  # one 3 s timeout for the batch, not 9 s one after another

@@ -43,3 +43,14 @@ def test_accessors_read_the_environment_at_call_time(monkeypatch, tmp_path):
     assert envs.cache_dir() == tmp_path and envs.runtime() is None and not envs.auto_install()
     monkeypatch.delenv(envs.CACHE.name)
     assert envs.cache_dir() == Path.home() / ".cache" / "paddlex_npu"
+
+
+def test_the_libraries_off_switches_are_set_unless_the_environment_sets_them(monkeypatch):
+    for var, _ in envs.EGRESS_DEFAULTS:
+        monkeypatch.delenv(var.name, raising=False)
+    monkeypatch.setenv(envs.ORT_TELEMETRY.name, "0")  # the operator's choice wins
+    set_now = envs.no_egress()
+    assert envs.ORT_TELEMETRY.name not in set_now and envs.ORT_TELEMETRY.get() == "0"
+    assert {name: envs.EnvVar(name, "", "").get() for name in set_now} == {
+        var.name: value for var, value in envs.EGRESS_DEFAULTS if var is not envs.ORT_TELEMETRY
+    }

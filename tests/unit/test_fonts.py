@@ -48,3 +48,13 @@ def test_import_paddlex_npu_sets_the_font_paddlex_reads():
     )
     assert out.returncode == 0, out.stderr
     assert Path(out.stdout.strip()).is_file() and out.stdout.strip() == fonts.system_font()
+
+
+def test_opencvs_bundled_font_is_the_last_candidate(monkeypatch):
+    pytest.importorskip("cv2")  # found without importing it; the unit venv has none
+    bundled = [f for f in fonts.bundled_fonts() if Path(f).is_file()]
+    if not bundled:
+        pytest.skip("a headless OpenCV here: it bundles no font")
+    monkeypatch.delenv(envs.PDX_FONT.name, raising=False)
+    monkeypatch.delitem(sys.modules, "paddlex.utils.flags", raising=False)
+    assert fonts.use_system_font(["/no/such/font.ttf", *bundled]) == bundled[0]  # no download when no system font
