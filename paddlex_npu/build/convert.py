@@ -358,12 +358,8 @@ def plan_conversion(
     _check_data_dependent(data_dependent, mode, soc)
 
     shapes, specs = _input_specs(onnx, task, input_shape)
-    gear_list = None
-    if gears == "auto" and samples is not None:
-        plan.update(max_gears=max_gears or DEFAULT_MAX_GEARS, max_side=max_side)
-        gear_list = _planned_gears(model_name, work, task, shapes, samples, notes, **plan)
-    elif gears:
-        gear_list = parse_gears(gears)
+    plan.update(max_gears=max_gears or DEFAULT_MAX_GEARS, max_side=max_side)
+    gear_list = _gear_list(model_name, work, task, shapes, gears, samples, notes, plan)
     # after planning, which runs the model as PaddleX does; the planner reads input shapes only
     onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
@@ -382,6 +378,22 @@ def plan_conversion(
     given = [f"--{k.replace('_', '-')} {v}" for k, v in (("gears", gears), ("input_shape", input_shape)) if v]
     _check_loadable(model_name, task, onnx.path, man, " and ".join(given) or "convert's shapes for this task")
     return Conversion(model_name, task, onnx.path, man, notes)
+
+
+def _gear_list(
+    model_name: str,
+    work: Path,
+    task: Any,
+    shapes: Any,
+    gears: Optional[str],
+    samples: Optional[Path],
+    notes: List[str],
+    plan: Dict[str, Any],
+) -> Optional[List[Any]]:
+    """The gears: planned from ``samples`` (``gears="auto"``), parsed from ATC's syntax, or None."""
+    if gears == "auto" and samples is not None:
+        return _planned_gears(model_name, work, task, shapes, samples, notes, **plan)
+    return parse_gears(gears) if gears else None
 
 
 def _check_atc_ops(onnx_path: Path, cann: str, notes: List[str]) -> bool:
