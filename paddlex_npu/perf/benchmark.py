@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -31,12 +32,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from .. import envs
-from ..errors import ConfigError
+from ..errors import ConfigError, PaddlexNpuError
 from ..executor import ParallelExecutor
 from ..paddlex.patcher import paddlex_version
 from ..paddlex.pipelines import cpu_route, create_on_device
 from ..paddlex.stages import instrument
 from ..run import simulated
+from .source_models import reductions, source_config
 
 SERIAL = "NPU serial"
 T = TypeVar("T")
@@ -94,6 +96,11 @@ class BenchmarkReport:
     # per model of the NPU serial route: task, cost model (base_ms, ms_per_melem), calls / elements /
     # device_ms per image (simulated runtime only; empty on the others)
     models: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # per CTC recognition model of the NPU route: whether its package reduces the CTC output on the device (as
+    # `convert` builds it by default) or not (`convert --no-reduce`); reports before 2026-12-05 lack it
+    reduced: Dict[str, bool] = field(default_factory=dict)
+    # the models PaddleX's CPU engines ran without the package's reduction: the models the packages were built from
+    cpu_unreduced: List[str] = field(default_factory=list)
 
     @property
     def busy(self) -> bool:
@@ -121,6 +128,29 @@ class BenchmarkReport:
         if s is None or s.device_ms <= 0:
             return "host CPU"
         return "device" if 1000.0 / s.device_ms <= self.cores * 1000.0 / max(s.host_ms, 1e-9) else "host CPU"
+
+    def route_text(self) -> str:
+        """What the NPU route ran and what PaddleX's engines were given, in one line."""
+        if not self.reduced:
+            return "NPU route: no CTC recognition model"
+        how = {True: "CTC output reduced on the device (as convert builds it)", False: "unreduced (--no-reduce)"}
+        parts = [f"{name} {how[on]}" for name, on in sorted(self.reduced.items())]
+        cpu = ""
+        if self.cpu_unreduced:
+            cpu = (
+                f"; PaddleX's CPU engines ran the models the packages were built from ({', '.join(self.cpu_unreduced)} "
+                "without the reduction)"
+            )
+        elif any(r.engine != "om" for r in self.routes):
+            cpu = "; PaddleX's CPU engines ran the packages' own models (no reduction to take off)"
+        return "NPU route: " + ", ".join(parts) + cpu
+
+    def pcie_per_image(self) -> Dict[str, float]:
+        """Bytes across PCIe per image on the simulated device, host to device and back, all models summed
+        (empty without the simulated runtime's per-model figures)."""
+        if not self.models:
+            return {}
+        return {k: float(sum(m.get(k, 0.0) for m in self.models.values())) for k in ("bytes_in", "bytes_out")}
 
     def cost_model_text(self) -> str:
         """The device cost model of each model that ran, in one line."""
@@ -177,6 +207,8 @@ class BenchmarkReport:
             "bound_images_per_s": self.bound(),
             "bound_limit": self.bound_limit(),
             "cost_model": self.cost_model_text(),
+            "route_text": self.route_text(),
+            "pcie_bytes_per_image": self.pcie_per_image(),
             "summary": self.summary_lines(),
         }
 
@@ -370,21 +402,37 @@ def _cpu_name() -> str:
 def _cpu_routes(
     report: BenchmarkReport, cpu_pipelines: Dict[str, Any], inputs: Sequence[str], repeat: int, progress: Progress
 ) -> None:
-    """PaddleX's own CPU engines; a route that does not apply is recorded in ``report.skipped`` with the reason."""
-    for engine, pipeline in cpu_pipelines.items():
-        route = f"PaddleX {engine} (CPU)"
-        try:
-            created = cpu_route(pipeline, engine)
-        except (ConfigError, ImportError) as exc:  # this PaddleX, these folders or this environment lack it
-            report.skipped[route] = str(exc)
-            progress(route, repeat * len(inputs))
-            continue
-        try:
-            report.routes.append(_in_process(route, engine, created, inputs, repeat, progress))
-        except Exception as exc:  # this route fails here: the others' figures are kept
-            report.skipped[route] = _why(exc)
-        finally:
-            _close(created)
+    """PaddleX's own CPU engines, on the models the packages were built from (a reduced package's reduction taken
+    off, :mod:`.source_models`); a route that does not apply is recorded in ``report.skipped`` with the reason."""
+    with tempfile.TemporaryDirectory(prefix="paddlex-npu-sources-") as work:
+        for i, (engine, pipeline) in enumerate(cpu_pipelines.items()):
+            _cpu_route(report, engine, pipeline, Path(work) / str(i), inputs, repeat, progress)
+
+
+def _cpu_route(
+    report: BenchmarkReport,
+    engine: str,
+    pipeline: Any,
+    work: Path,
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+) -> None:
+    route = f"PaddleX {engine} (CPU)"
+    try:
+        config, unreduced = source_config(pipeline, work)
+        report.cpu_unreduced = sorted(set(report.cpu_unreduced) | set(unreduced))
+        created = cpu_route(config, engine)
+    except (PaddlexNpuError, ImportError) as exc:  # this PaddleX, these folders or this environment lack it
+        report.skipped[route] = str(exc)
+        progress(route, repeat * len(inputs))
+        return
+    try:
+        report.routes.append(_in_process(route, engine, created, inputs, repeat, progress))
+    except Exception as exc:  # this route fails here: the others' figures are kept
+        report.skipped[route] = _why(exc)
+    finally:
+        _close(created)
 
 
 def run_benchmark(
@@ -412,6 +460,7 @@ def run_benchmark(
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.rounds = rounds
     report.input_desc = _describe_inputs(inputs)
+    report.reduced = reductions(pipeline)
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
     with _interruptible(report), contextlib.ExitStack() as stack:  # Ctrl-C: the routes that finished are kept

@@ -101,6 +101,7 @@ def header_text(report: BenchmarkReport) -> List[str]:
     return [
         f"Models: {models}. Inputs: {report.input_desc or f'{report.inputs} inputs'}, {report.repeat} timed pass(es)"
         + (f"; NPU routes: median of {report.rounds} interleaved rounds." if report.rounds > 1 else "."),
+        report.route_text() + ".",
         _device_text(report),
         bound_text,
         f"Machine: {report.cores} cores, {report.cpu}, PaddleX {report.paddlex}, load average {load} (start/end)"

@@ -72,7 +72,7 @@ def test_benchmark_names_missing_inputs_and_pipeline(tmp_path):
 def test_serve_bench_refuses_package_choices_with_a_pipeline_of_its_own(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))  # where a work folder would be made
     err = _refused(_cli("serve-bench", "--pipeline", "OCR", "--no-reduce", env=env), 1)
-    assert "paddlex-npu serve-bench: --no-reduce and --rec choose the bundled pipeline's packages" in err
+    assert "paddlex-npu serve-bench: --no-reduce, --det and --rec choose the bundled pipeline's packages" in err
     assert "convert your recognition model with `paddlex-npu convert --no-reduce`" in err
     _refused(_cli("serve-bench", "--pipeline", str(tmp_path / "missing.yaml"), env=env), 1)
     assert not list(tmp_path.glob("paddlex-npu-serve-load-*")), "a refused run left its work folder behind"
