@@ -24,17 +24,21 @@ from paddlex_npu.samples import assets, env
 
 # the route's steps by the function that does them (file fragment, function name), as PaddleX 3.7 names them
 STEPS = {
-    "image read/decode": ("readers.py", "read_file"),
-    "det resize": ("processors.py", "resize"),
-    "normalise (det and rec)": ("processors.py", "normalize"),
-    "to CHW": ("processors.py", "__call__"),
-    "DB post-processing": ("processors.py", "boxes_from_bitmap"),
-    "unclip": ("processors.py", "unclip"),
-    "rotated crops": ("pipeline.py", "get_minarea_rect_crop"),
-    "rec resize+normalise": ("processors.py", "resize_norm_img"),
-    "CTC decode": ("ctc_decode.py", "decode"),
-    "sort boxes": ("utils.py", "sorted_boxes"),
-    "simulated device (not on a real device)": ("simulated.py", "infer"),
+    "image read/decode (cv2.imdecode)": ("io/readers.py", "read_file"),
+    "det resize": ("text_detection/processors.py", "resize_image_type0"),
+    "det normalise (per channel, cv2.split/merge)": ("text_detection/processors.py", "_norm"),
+    "det batch (np.stack of the CHW view)": ("core/shape_base.py", "stack"),
+    "DB post-processing (contours, scores, unclip)": ("text_detection/processors.py", "boxes_from_bitmap"),
+    "rotated crops (warpPerspective)": ("common/crop_image_regions.py", "get_rotate_crop_image"),
+    "rec resize + normalise": ("text_recognition/processors.py", "resize_norm_img"),
+    "rec padding to the batch's width": ("text_recognition/processors.py", "__pad_imgs"),
+    "CTC decode, PaddleX's (full scores)": ("text_recognition/processors.py", "decode"),
+    "CTC decode, the route's (reduced outputs)": ("paddlex/ctc_decode.py", "decode_reduced"),
+    "result objects": ("result/base_cv_result.py", "__init__"),
+    "OM runner call (input copy, shape policy, session)": ("run/runner.py", "__call__"),
+    "of it: the simulated device (not on a real device)": ("run/simulated.py", "_compute"),
+    "of it: the simulator's input digest": ("run/simulated.py", "feed_digest"),
+    "onnxruntime's run (PaddleX's engine)": ("~", "<built-in method onnxruntime.capi.onnxruntime_pybind11_state.run>"),
 }
 
 

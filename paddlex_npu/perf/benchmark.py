@@ -101,6 +101,9 @@ class BenchmarkReport:
     reduced: Dict[str, bool] = field(default_factory=dict)
     # the models PaddleX's CPU engines ran without the package's reduction: the models the packages were built from
     cpu_unreduced: List[str] = field(default_factory=list)
+    # per CPU route: the NPU route's results against its on the warm-up pass: pages, pages with equal texts, the
+    # largest box corner difference in pixels (inf: a page with another box count)
+    agreement: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
     @property
     def busy(self) -> bool:
@@ -194,6 +197,11 @@ class BenchmarkReport:
                 f"own host work (pre + post + rest {ratio[1]:.2f} ms, wall: on a busy machine above its CPU) "
                 "(target <= 0.35)"
             )
+        for route, a in self.agreement.items():
+            lines.append(
+                f"results against {route}: texts equal on {a['texts_equal']:.0f} of {a['pages']:.0f} pages, boxes "
+                f"within {a['max_box_px']:.2f} px (target: every page, <= 1 px)"
+            )
         share = s.sim_overhead_ms / s.cpu_ms if s.cpu_ms > 0 else 0.0
         lines.append(
             f"simulated device's own host work: {s.sim_overhead_ms:.2f} ms of {s.cpu_ms:.2f} ms CPU per image = "
@@ -284,12 +292,41 @@ def _figures(
     )
 
 
-def warmed(pipeline: Any, inputs: Sequence[str]) -> Any:
-    """Instrument ``pipeline`` (its stage clock is returned) and run ``inputs`` once through it, untimed."""
+def warmed(pipeline: Any, inputs: Sequence[str], keep: Optional[List[Any]] = None) -> Any:
+    """Instrument ``pipeline`` (its stage clock is returned) and run ``inputs`` once through it, untimed;
+    ``keep``: a list that gets each input's :func:`reading`."""
     clock = instrument(pipeline)
     for x in inputs:
-        list(pipeline.predict(x))
+        results = list(pipeline.predict(x))
+        if keep is not None:
+            keep.append([reading(r) for r in results])
     return clock
+
+
+def reading(result: Any) -> Optional[Tuple[List[str], np.ndarray]]:
+    """An OCR result's texts and boxes (``rec_polys``, else ``dt_polys``); None for other results."""
+    try:
+        texts = [str(t) for t in result["rec_texts"]]
+    except (KeyError, TypeError):
+        return None
+    polys = result.get("rec_polys") if hasattr(result, "get") else None
+    return texts, np.asarray(polys if polys is not None else [], dtype=np.float64)
+
+
+def agreement(ours: Sequence[Any], theirs: Sequence[Any]) -> Dict[str, float]:
+    """Pages, pages whose texts are equal, and the largest box corner difference (px) between two routes'
+    readings of the same inputs (inf where a page's box counts differ)."""
+    pages, equal, worst = 0, 0, 0.0
+    for a_page, b_page in zip(ours, theirs):
+        for a, b in zip(a_page, b_page):
+            if a is None or b is None:
+                continue
+            pages += 1
+            equal += a[0] == b[0]
+            same = a[1].shape == b[1].shape
+            diff = float(np.abs(a[1] - b[1]).max()) if same and a[1].size else (0.0 if same else float("inf"))
+            worst = max(worst, diff)
+    return {"pages": pages, "texts_equal": equal, "max_box_px": worst}
 
 
 def _in_process(
@@ -301,10 +338,12 @@ def _in_process(
     progress: Progress,
     models: Optional[Dict[str, Any]] = None,
     clock: Any = None,
+    keep: Optional[List[Any]] = None,
 ) -> RouteFigures:
-    """One in-process pipeline, one input at a time (``clock``: its stage clock once :func:`warmed`)."""
+    """One in-process pipeline, one input at a time (``clock``: its stage clock once :func:`warmed`; ``keep``: as
+    :func:`warmed`'s)."""
     if clock is None:  # the first round: instrument, then warm up (and record, on the simulated device)
-        clock = warmed(pipeline, inputs)
+        clock = warmed(pipeline, inputs, keep)
     lat: List[float] = []
     models0 = simulated.model_stats()
     st0, s0, c0, t0 = clock.totals(), simulated.stats(), time.process_time(), time.perf_counter()
@@ -417,13 +456,21 @@ def _cpu_name() -> str:
 
 
 def _cpu_routes(
-    report: BenchmarkReport, cpu_pipelines: Dict[str, Any], inputs: Sequence[str], repeat: int, progress: Progress
+    report: BenchmarkReport,
+    cpu_pipelines: Dict[str, Any],
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+    npu_readings: Sequence[Any] = (),
 ) -> None:
     """PaddleX's own CPU engines, on the models the packages were built from (a reduced package's reduction taken
     off, :mod:`.source_models`); a route that does not apply is recorded in ``report.skipped`` with the reason."""
     with tempfile.TemporaryDirectory(prefix="paddlex-npu-sources-") as work:
         for i, (engine, pipeline) in enumerate(cpu_pipelines.items()):
-            _cpu_route(report, engine, pipeline, Path(work) / str(i), inputs, repeat, progress)
+            theirs: List[Any] = []
+            _cpu_route(report, engine, pipeline, Path(work) / str(i), inputs, repeat, progress, theirs)
+            if npu_readings and theirs:
+                report.agreement[f"PaddleX {engine} (CPU)"] = agreement(npu_readings, theirs)
 
 
 def _cpu_route(
@@ -434,6 +481,7 @@ def _cpu_route(
     inputs: Sequence[str],
     repeat: int,
     progress: Progress,
+    keep: List[Any],
 ) -> None:
     route = f"PaddleX {engine} (CPU)"
     try:
@@ -445,7 +493,7 @@ def _cpu_route(
         progress(route, repeat * len(inputs))
         return
     try:
-        report.routes.append(_in_process(route, engine, created, inputs, repeat, progress))
+        report.routes.append(_in_process(route, engine, created, inputs, repeat, progress, keep=keep))
     except Exception as exc:  # this route fails here: the others' figures are kept
         report.skipped[route] = _why(exc)
     finally:
@@ -480,8 +528,9 @@ def run_benchmark(
     report.reduced = reductions(pipeline)
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
+    npu: List[Any] = []  # the serial route's readings of the inputs, to compare with PaddleX's engines
     with _interruptible(report), contextlib.ExitStack() as stack:  # Ctrl-C: the routes that finished are kept
-        serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress)
+        serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress, npu)
         run = _ExecutorRun(pipeline, create_kwargs, runtime, stack, {})
         for r in range(rounds):
             if SERIAL not in report.skipped:
@@ -502,7 +551,7 @@ def run_benchmark(
             report.routes.append(median)
     if INTERRUPTED not in report.skipped:
         with _interruptible(report):
-            _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
+            _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress, npu)
     report.load_average.append(os.getloadavg()[0])
     return report
 
@@ -515,13 +564,14 @@ def _open_serial(
     create_kwargs: Optional[Dict[str, Any]],
     passes: int,
     progress: Progress,
+    keep: List[Any],
 ) -> Tuple[Any, Any]:
     """The serial route's pipeline on device 0, warmed up, and its stage clock; (None, None) with the reason in
     ``report.skipped`` when it cannot be made (e.g. runtime ais_bench without an NPU: the CPU routes still run)."""
     try:
         serial = create_on_device(pipeline, 0, create_kwargs)
         stack.callback(_close, serial)
-        return serial, warmed(serial, inputs)
+        return serial, warmed(serial, inputs, keep)
     except Exception as exc:
         report.skipped[SERIAL] = _why(exc)
         progress(SERIAL, passes * len(inputs))

@@ -165,6 +165,10 @@ def test_benchmark_compares_paddlex_on_the_source_of_a_reduced_package(tmp_path,
     assert [r["route"] for r in figures["routes"]][-1] == "PaddleX onnxruntime (CPU)"
     assert figures["reduced"] == {"PP-OCRv4_mobile_rec": True} and figures["cpu_unreduced"] == ["PP-OCRv4_mobile_rec"]
     assert "PaddleX's CPU engines ran the models the packages were built from" in out.stdout
+    # PaddleX's engine on the source model reads the page as the route does (the reduction changes no text)
+    agreement = figures["agreement"]["PaddleX onnxruntime (CPU)"]
+    assert agreement["pages"] == 1 and agreement["texts_equal"] == 1 and agreement["max_box_px"] <= 1, agreement
+    assert "texts equal on 1 of 1 pages" in out.stdout
     assert (packages / "PP-OCRv4_mobile_rec" / "inference.om.json").is_file()  # the user's packages untouched
 
 
