@@ -207,6 +207,13 @@ def _serve_load_workdir(args: argparse.Namespace):
         raise
 
 
+def _packages_text(pipeline: Path) -> str:
+    """Which recognition packages a pipeline YAML runs reduced (as convert builds them) or not, in words."""
+    from ..perf.source_models import describe, reductions
+
+    return describe(reductions(pipeline))
+
+
 def run_serve_bench(args: argparse.Namespace) -> int:
     import json
 
@@ -232,7 +239,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         return fail(args.command_name, exc)
     print(
         f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
-        f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}",
+        f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}; {_packages_text(pipeline)}",
         flush=True,
     )
     try:

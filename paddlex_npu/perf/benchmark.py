@@ -38,7 +38,7 @@ from ..paddlex.patcher import paddlex_version
 from ..paddlex.pipelines import cpu_route, create_on_device
 from ..paddlex.stages import instrument
 from ..run import simulated
-from .source_models import reductions, source_config
+from .source_models import describe, reductions, source_config
 
 SERIAL = "NPU serial"
 T = TypeVar("T")
@@ -99,6 +99,7 @@ class BenchmarkReport:
     # per CTC recognition model of the NPU route: whether its package reduces the CTC output on the device (as
     # `convert` builds it by default) or not (`convert --no-reduce`); reports before 2026-12-05 lack it
     reduced: Dict[str, bool] = field(default_factory=dict)
+    route_recorded: bool = False  # whether ``reduced`` was recorded (False: a report from before 2026-12-05)
     # the models PaddleX's CPU engines ran without the package's reduction: the models the packages were built from
     cpu_unreduced: List[str] = field(default_factory=list)
     # per CPU route: the NPU route's results against its on the warm-up pass: pages, pages with equal texts, the
@@ -134,10 +135,8 @@ class BenchmarkReport:
 
     def route_text(self) -> str:
         """What the NPU route ran and what PaddleX's engines were given, in one line."""
-        if not self.reduced:
-            return "NPU route: no CTC recognition model"
-        how = {True: "CTC output reduced on the device (as convert builds it)", False: "unreduced (--no-reduce)"}
-        parts = [f"{name} {how[on]}" for name, on in sorted(self.reduced.items())]
+        if not self.route_recorded:
+            return "NPU route not recorded (reports before 2026-12-05 ran the bundled recogniser unreduced)"
         cpu = ""
         if self.cpu_unreduced:
             cpu = (
@@ -146,7 +145,7 @@ class BenchmarkReport:
             )
         elif any(r.engine != "om" for r in self.routes):
             cpu = "; PaddleX's CPU engines ran the packages' own models (no reduction to take off)"
-        return "NPU route: " + ", ".join(parts) + cpu
+        return "NPU route: " + describe(self.reduced) + cpu
 
     def host_ratio(self) -> Optional[Tuple[float, float]]:
         """(the NPU route's host CPU per image, PaddleX's onnxruntime route's own host work per image: its pre +
@@ -525,7 +524,7 @@ def run_benchmark(
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.rounds = rounds
     report.input_desc = _describe_inputs(inputs)
-    report.reduced = reductions(pipeline)
+    report.reduced, report.route_recorded = reductions(pipeline), True
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
     npu: List[Any] = []  # the serial route's readings of the inputs, to compare with PaddleX's engines

@@ -138,14 +138,13 @@ def page_cost(report: BenchmarkReport, serving_ms: float = 0.0) -> PageCost:
     elem = sum(m["elements"] / 1e6 * m["ms_per_melem"] for m in report.models.values())
     moved = sum(m.get("transfer_ms", 0.0) for m in report.models.values())  # reports before issue 35: none
     where = f"{report.cores} cores, {report.cpu}, load {'/'.join(f'{x:.1f}' for x in report.load_average)}"
-    route = report.route_text() if report.reduced else "route not recorded (reports before 2026-12-05 ran it unreduced)"
     return PageCost(
         serial.host_ms,
         executor,
         base,
         elem,
         serving_ms,
-        source=f"{report.input_desc} on {where}; {route}",
+        source=f"{report.input_desc} on {where}; {report.route_text()}",
         transfer_ms=moved,
     )
 

@@ -55,6 +55,14 @@ def reductions(pipeline: Union[str, Path, Dict[str, Any]]) -> Dict[str, bool]:
     return found
 
 
+def describe(found: Dict[str, bool]) -> str:
+    """:func:`reductions`' answer in words."""
+    if not found:
+        return "no CTC recognition model"
+    how = {True: "CTC output reduced on the device (as convert builds it)", False: "unreduced (--no-reduce)"}
+    return ", ".join(f"{name} {how[on]}" for name, on in sorted(found.items()))
+
+
 def source_config(pipeline: Union[str, Path, Dict[str, Any]], work: Path) -> Tuple[Dict[str, Any], List[str]]:
     """The pipeline config with every reduced package replaced by its source model, written under ``work`` (the
     package's files without its OM parts, and the unreduced ONNX); and the names of the models so replaced."""

@@ -48,3 +48,20 @@ def test_a_manifest_that_records_a_reduction_the_onnx_lacks_is_named(packages, a
     shutil.copyfile(packages / assets.REC / mf.MANIFEST_NAME, folder / mf.MANIFEST_NAME)  # ... a reduced manifest
     with pytest.raises(ModelFileError, match="records a ctc_greedy reduction but the ONNX does not end in it"):
         source_config(assets.ocr_pipeline_config(tmp_path, rec="rec"), tmp_path / "work")
+
+
+def test_a_report_says_which_route_it_measured():
+    """The planner and the chart read it: a report from before the route was recorded says so."""
+    from paddlex_npu.perf.benchmark import BenchmarkReport
+
+    old = BenchmarkReport.from_dict(
+        {"runtime": "simulated", "cores": 2, "cpu": "x", "paddlex": "3.7.2", "inputs": 1, "repeat": 1, "routes": []}
+    )
+    assert old.route_text().startswith("NPU route not recorded (reports before 2026-12-05 ran the bundled")
+    new = BenchmarkReport.from_dict(
+        {**old.as_dict(), "reduced": {assets.REC: True}, "route_recorded": True, "cpu_unreduced": [assets.REC]}
+    )
+    assert new.route_text() == (
+        f"NPU route: {assets.REC} CTC output reduced on the device (as convert builds it); PaddleX's CPU engines "
+        f"ran the models the packages were built from ({assets.REC} without the reduction)"
+    )
