@@ -87,7 +87,9 @@ def _input_files(folder: Path) -> List[str]:
 def _bar_chart(report) -> str:
     best = max((r.images_per_s for r in report.routes), default=0.0) or 1.0
     rows = [
-        f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
+        f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s, "
+        f"{r.per_core:.2f}/s per busy core"
+        for r in report.routes
     ]
     return "\n".join(rows)
 

@@ -75,6 +75,11 @@ class RouteFigures:
     transfer_ms: float = 0.0  # of device_ms: the simulated copies host to device and back
 
     @property
+    def per_core(self) -> float:
+        """Images/s per busy host core: 1000 / CPU ms per image (what a core gives this route when it is busy)."""
+        return 1000.0 / self.cpu_ms if self.cpu_ms > 0 else 0.0
+
+    @property
     def host_ms(self) -> float:
         """CPU per image without the simulated device's own work: what the route needs of the host."""
         return max(0.0, self.cpu_ms - self.sim_overhead_ms)
@@ -223,7 +228,7 @@ class BenchmarkReport:
         return lines
 
     def as_dict(self) -> Dict[str, Any]:
-        routes = [{**asdict(r), "host_ms": r.host_ms} for r in self.routes]
+        routes = [{**asdict(r), "host_ms": r.host_ms, "per_core": r.per_core} for r in self.routes]
         return {
             **asdict(self),
             "routes": routes,
