@@ -169,6 +169,9 @@ def test_benchmark_compares_paddlex_on_the_source_of_a_reduced_package(tmp_path,
     agreement = figures["agreement"]["PaddleX onnxruntime (CPU)"]
     assert agreement["pages"] == 1 and agreement["texts_equal"] == 1 and agreement["max_box_px"] <= 1, agreement
     assert "texts equal on 1 of 1 pages" in out.stdout
+    ours, theirs = figures["host_ms_vs_paddlex"]  # PaddleX's host work: its thread's CPU outside its engine
+    assert 0 < theirs < figures["routes"][-1]["cpu_ms"] and ours == figures["routes"][0]["host_ms"]
+    assert "x PaddleX onnxruntime's own host work (pre + post + rest:" in out.stdout
     assert (packages / "PP-OCRv4_mobile_rec" / "inference.om.json").is_file()  # the user's packages untouched
 
 
