@@ -498,8 +498,9 @@ def _cpu_route(
         config, unreduced = source_config(pipeline, work)
         report.cpu_unreduced = sorted(set(report.cpu_unreduced) | set(unreduced))
         created = cpu_route(config, engine)
-    except (PaddlexNpuError, ImportError) as exc:  # this PaddleX, these folders or this environment lack it
-        report.skipped[route] = str(exc)
+    except Exception as exc:  # this PaddleX, these folders or this environment lack it; a pipeline PaddleX refuses
+        expected = isinstance(exc, (PaddlexNpuError, ImportError))
+        report.skipped[route] = str(exc) if expected else _why(exc)
         progress(route, repeat * len(inputs))
         return
     try:
@@ -535,7 +536,6 @@ def run_benchmark(
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.rounds = rounds
     report.input_desc = _describe_inputs(inputs)
-    report.reduced, report.route_recorded = reductions(pipeline), True
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
     npu: List[Any] = []  # the serial route's readings of the inputs, to compare with PaddleX's engines
@@ -581,6 +581,7 @@ def _open_serial(
     try:
         serial = create_on_device(pipeline, 0, create_kwargs)
         stack.callback(_close, serial)
+        report.reduced, report.route_recorded = reductions(pipeline), True
         return serial, warmed(serial, inputs, keep)
     except Exception as exc:
         report.skipped[SERIAL] = _why(exc)
