@@ -7,6 +7,7 @@
 #   benchmarks/figures.sh [OUT_DIR]            (default: figures-<date>; PYTHON=... to pick the interpreter)
 #   FIGURES_SERVE=1 benchmarks/figures.sh      also the serving figures (benchmark --serve, C=16)
 #   FIGURES_QUICK=1 benchmarks/figures.sh      4 pages x 1 pass, no CPU engines: a check of the direction
+#   FIGURES_ARGS="--det PP-OCRv6_small_det --rec PP-OCRv6_small_rec" benchmarks/figures.sh   other bundled models
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$REPO/.venv/bin/python}"
@@ -39,6 +40,9 @@ if [ -n "${FIGURES_QUICK:-}" ]; then
 else
   BENCH=(--pages 8 --repeat 4 --rounds 5 --workers 1,2,3,4,6)
 fi
+# FIGURES_ARGS: more benchmark options, e.g. "--det PP-OCRv6_small_det --rec PP-OCRv6_small_rec" or "--no-reduce"
+read -r -a EXTRA <<< "${FIGURES_ARGS:-}"
+BENCH+=(${EXTRA[@]+"${EXTRA[@]}"})
 echo "== paddlex-npu benchmark ${BENCH[*]}"
 "${CLI[@]}" benchmark "${BENCH[@]}" --no-progress --json "$OUT/benchmark.json" --plot "$OUT/benchmark.png" \
   2> "$OUT/benchmark.stderr" | tee "$OUT/benchmark.txt"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-from ..errors import ConvertError
+from ..errors import ConvertError, ModelFileError
 from ..om import manifest as mf
 
 INDICES, SCORES = mf.CTC_OUTPUTS
@@ -86,3 +86,37 @@ def maybe_reduce(onnx_path: Path, task_kind: str, cfg: Dict[str, Any], reduce: b
     if not reduce or task_kind != "text_rec" or not ctc_decoded(cfg):
         return None
     return reduce_ctc(onnx_path)
+
+
+def unreduced(onnx_path: Path, reduction: mf.OutputReduction, out_path: Path) -> Path:
+    """The model a reduced package was built from, written to ``out_path``: ``onnx_path`` without the nodes
+    :func:`reduce_ctc` appended, its one output ``reduction.source [N, T, classes]`` again (what PaddleX's own
+    engines run: their ``CTCLabelDecode`` takes the full scores)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(onnx_path))
+    graph = model.graph
+    added = {INDICES, SCORES, f"{INDICES}_int64"}
+    outputs = {o.name: o for o in graph.output}
+    if set(outputs) != {INDICES, SCORES} or not any(set(n.output) & added for n in graph.node):
+        raise ModelFileError(
+            f"{onnx_path}: its manifest records a ctc_greedy reduction but the ONNX does not end in it (outputs "
+            f"{', '.join(outputs)}): convert the model again (`paddlex-npu convert`)"
+        )
+    kept = [n for n in graph.node if not set(n.output) & added]
+    del graph.node[:]
+    graph.node.extend(kept)
+    kept_init = [t for t in graph.initializer if t.name != "paddlex_npu_ctc_axes"]
+    del graph.initializer[:]
+    graph.initializer.extend(kept_init)
+    info = helper.make_tensor_value_info(reduction.source, TensorProto.FLOAT, None)
+    for d in outputs[INDICES].type.tensor_type.shape.dim:  # [N, T] as the reduced outputs name them
+        info.type.tensor_type.shape.dim.add().CopyFrom(d)
+    info.type.tensor_type.shape.dim.add().dim_value = reduction.classes
+    del graph.output[:]
+    graph.output.append(info)
+    onnx.checker.check_model(model)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(out_path))
+    return out_path

@@ -17,15 +17,20 @@ from .common import Command, add_commands, fail, positive_int, positive_ints, po
 
 def _benchmark_inputs(args: argparse.Namespace):
     """(pipeline config or model spec, input paths, {CPU engine: config}): the given ones, else the bundled OCR
-    pipeline on rendered pages (its Paddle model folders for paddle_static)."""
+    pipeline (``--det``, ``--rec``) over packages as ``convert`` builds them (``--no-reduce``: its recogniser
+    unreduced) on rendered pages; PaddleX's engines on the same packages (the benchmark gives them a reduced
+    package's source model) or, for paddle_static, the Paddle model folders."""
     import tempfile
 
     from ..paddlex.pipelines import model_spec
+    from ..perf.serve_load import ocr_packages
     from ..samples import assets, env
 
     env.prepare(default_runtime=False)
+    _check_package_args(args)
     engines = [e for e in args.engines.split(",") if e]
     paths = _input_files(Path(args.inputs)) if args.inputs else None
+    folder = None  # made once the inputs are known good
     if args.model:
         config = model_spec(args.model)
         cpu = {e: config for e in engines}
@@ -33,13 +38,29 @@ def _benchmark_inputs(args: argparse.Namespace):
         config = str(_pipeline_arg(args.pipeline))
         cpu = {e: config for e in engines}
     else:
-        root = assets.build_model_folders()
-        config = assets.ocr_pipeline_config(root / "om")
-        cpu = {e: assets.ocr_pipeline_config(root / ("paddle" if e == "paddle_static" else "om")) for e in engines}
-    if paths is None:
+        det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
         folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
+        packages = ocr_packages(root, folder / "packages", det, rec, reduce=not args.no_reduce)
+        config = assets.ocr_pipeline_config(packages, det=det, rec=rec)
+        paddle = assets.ocr_pipeline_config(root / "paddle", det=det, rec=rec)
+        cpu = {e: paddle if e == "paddle_static" else config for e in engines}
+    if paths is None:
+        folder = folder or Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
         paths = [str(p) for p in assets.render_pages(folder, args.pages)]
     return config, paths, cpu
+
+
+def _check_package_args(args: argparse.Namespace) -> None:
+    """--det, --rec and --no-reduce choose the bundled pipeline's packages: not with a pipeline or model of one's
+    own."""
+    from ..errors import ConfigError
+
+    given = getattr(args, "pipeline", None) or getattr(args, "model", None)
+    if given and (args.no_reduce or args.rec or args.det):
+        raise ConfigError(
+            "--no-reduce, --det and --rec choose the bundled pipeline's packages; with --pipeline or --model, "
+            "convert your recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
+        )
 
 
 def _pipeline_arg(pipeline: Path) -> Path:
@@ -66,7 +87,9 @@ def _input_files(folder: Path) -> List[str]:
 def _bar_chart(report) -> str:
     best = max((r.images_per_s for r in report.routes), default=0.0) or 1.0
     rows = [
-        f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s" for r in report.routes
+        f"{r.route:<30} {'#' * max(1, round(40 * r.images_per_s / best))} {r.images_per_s:.1f}/s, "
+        f"{r.per_core:.2f}/s per busy core"
+        for r in report.routes
     ]
     return "\n".join(rows)
 
@@ -87,6 +110,13 @@ def _print_report(report) -> None:
     for route, why in report.skipped.items():
         print(f"{route}: skipped: {why}")
     print(f"inputs: {report.input_desc}; {report.cost_model_text()}")
+    print(report.route_text())
+    pcie = report.pcie_per_image()
+    if pcie:
+        print(
+            f"across PCIe per image (simulated device, all models): {pcie['bytes_in'] / 1e3:,.1f} kB to the device, "
+            f"{pcie['bytes_out'] / 1e3:,.1f} kB to the host"
+        )
     for line in report.summary_lines():
         print(re.sub(r" \(target [^)]*\)", "", line))  # the project's own targets are not the user's
     print(_bar_chart(report))
@@ -106,11 +136,11 @@ def _serve_load_inputs(args: argparse.Namespace, folder: Path):
     if args.pipeline:
         pipeline = _pipeline_arg(Path(args.pipeline))
     else:
-        rec = args.rec or assets.REC
+        det, rec = args.det or assets.DET, args.rec or assets.REC
         out = Path(tempfile.mkdtemp(prefix="packages-", dir=folder))  # new: a --workdir's own files stay
-        packages = ocr_packages(assets.build_model_folders(), out, assets.DET, rec, reduce=not args.no_reduce)
+        packages = ocr_packages(assets.build_model_folders(), out, det, rec, reduce=not args.no_reduce)
         pipeline = folder / "ocr.yaml"
-        config = assets.ocr_pipeline_config(packages, rec=rec)
+        config = assets.ocr_pipeline_config(packages, det=det, rec=rec)
         config["Serving"] = {"visualize": False}
         pipeline.write_text(yaml.safe_dump(config), encoding="utf-8")
     page = assets.render_pages(folder, 1)[0]
@@ -168,13 +198,7 @@ def _serve_load_workdir(args: argparse.Namespace):
     import shutil
     import tempfile
 
-    from ..errors import ConfigError
-
-    if args.pipeline and (args.no_reduce or args.rec):
-        raise ConfigError(
-            "--no-reduce and --rec choose the bundled pipeline's packages; with --pipeline, convert your "
-            "recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
-        )
+    _check_package_args(args)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="paddlex-npu-serve-load-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
@@ -183,6 +207,13 @@ def _serve_load_workdir(args: argparse.Namespace):
         if not args.workdir:  # the folder made above, holding nothing of the user's
             shutil.rmtree(workdir, ignore_errors=True)
         raise
+
+
+def _packages_text(pipeline: Path) -> str:
+    """Which recognition packages a pipeline YAML runs reduced (as convert builds them) or not, in words."""
+    from ..perf.source_models import describe, reductions
+
+    return describe(reductions(pipeline))
 
 
 def run_serve_bench(args: argparse.Namespace) -> int:
@@ -210,7 +241,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         return fail(args.command_name, exc)
     print(
         f"serve load: {plan.seconds:g} s per point (+{plan.warmup_seconds:g} s warm-up), concurrency "
-        f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}",
+        f"{list(plan.concurrency)}, runtime {plan.runtime}, work folder {workdir}; {_packages_text(pipeline)}",
         flush=True,
     )
     try:
@@ -362,9 +393,9 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
         help="a short representative run: --pages 2 --repeat 1 --workers 1,2 --engines onnxruntime, for the options "
         "left unset",
     )
+    _package_args(p)
     serving = p.add_argument_group("--serve: the serve-bench command (load on real servers over loopback HTTP)")
     serving.add_argument("--serve", action="store_true", help="measure the servers instead: `paddlex-npu serve-bench`")
-    _package_args(serving)
     _serving_options(serving)
     p.set_defaults(command_name="benchmark --serve")
 
@@ -387,19 +418,23 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
 
 
 def _package_args(p) -> None:
-    """--rec, --no-reduce: the bundled pipeline's recognition package (serve-bench)."""
-    from ..samples.assets import REC, REC_V5
+    """--det, --rec, --no-reduce: the bundled pipeline's packages (benchmark, serve-bench)."""
+    from ..samples.assets import DET, DET_V6_SMALL, DET_V6_TINY, REC, REC_V5, REC_V6_SMALL, REC_V6_TINY
 
     p.add_argument(
+        "--det", choices=(DET, DET_V6_SMALL, DET_V6_TINY), help=f"the bundled pipeline's detector (default: {DET})"
+    )
+    p.add_argument(
         "--rec",
-        choices=(REC, REC_V5),
+        choices=(REC, REC_V5, REC_V6_SMALL, REC_V6_TINY),
         help=f"the bundled pipeline's recogniser (default: {REC})",
     )
     p.add_argument(
         "--no-reduce",
         action="store_true",
         help="convert the bundled recogniser as `convert --no-reduce` does: its full CTC output goes to the host "
-        "(default: reduced on the device, as convert does; figures before 2026-12-04 ran it unreduced)",
+        "(default: reduced on the device, as convert does; benchmark figures before 2026-12-05 and serve-bench "
+        "figures before 2026-12-04 ran it unreduced)",
     )
 
 

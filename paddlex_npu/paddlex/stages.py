@@ -18,6 +18,7 @@ class StageClock:
 
     def __init__(self) -> None:
         self.pre = self.model = self.post = 0.0
+        self.model_thread_cpu = 0.0  # CPU seconds of the calling thread inside model calls (the rest is host work)
         self._mark = 0.0
         self._mark_is_start = True  # the mark is the start of a process call (else the end of a model call)
 
@@ -33,7 +34,7 @@ class _TimedModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         clock = self._clock
-        start = time.perf_counter()
+        start, thread_start = time.perf_counter(), time.thread_time()
         if clock._mark_is_start:
             clock.pre += start - clock._mark
         else:
@@ -44,6 +45,7 @@ class _TimedModel:
             clock._mark = time.perf_counter()
             clock._mark_is_start = False
             clock.model += clock._mark - start
+            clock.model_thread_cpu += time.thread_time() - thread_start
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -31,12 +32,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from .. import envs
-from ..errors import ConfigError
+from ..errors import ConfigError, PaddlexNpuError
 from ..executor import ParallelExecutor
 from ..paddlex.patcher import paddlex_version
 from ..paddlex.pipelines import cpu_route, create_on_device
 from ..paddlex.stages import instrument
 from ..run import simulated
+from .source_models import describe, reductions, source_config
 
 SERIAL = "NPU serial"
 T = TypeVar("T")
@@ -71,6 +73,14 @@ class RouteFigures:
     dispatch_ms: float = 0.0  # executor routes: the parent's CPU per image (dispatch, pipes, results), in cpu_ms
     rounds_images_per_s: List[float] = field(default_factory=list)  # every round's images/s (this is the median)
     transfer_ms: float = 0.0  # of device_ms: the simulated copies host to device and back
+    # in-process routes: CPU of the calling thread outside model calls, per image (pre + post + rest as CPU time;
+    # for PaddleX's engines, their host work without the engine's own threads)
+    host_thread_ms: float = 0.0
+
+    @property
+    def per_core(self) -> float:
+        """Images/s per busy host core: 1000 / CPU ms per image (what a core gives this route when it is busy)."""
+        return 1000.0 / self.cpu_ms if self.cpu_ms > 0 else 0.0
 
     @property
     def host_ms(self) -> float:
@@ -94,6 +104,15 @@ class BenchmarkReport:
     # per model of the NPU serial route: task, cost model (base_ms, ms_per_melem), calls / elements /
     # device_ms per image (simulated runtime only; empty on the others)
     models: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    # per CTC recognition model of the NPU route: whether its package reduces the CTC output on the device (as
+    # `convert` builds it by default) or not (`convert --no-reduce`); reports before 2026-12-05 lack it
+    reduced: Dict[str, bool] = field(default_factory=dict)
+    route_recorded: bool = False  # whether ``reduced`` was recorded (False: a report from before 2026-12-05)
+    # the models PaddleX's CPU engines ran without the package's reduction: the models the packages were built from
+    cpu_unreduced: List[str] = field(default_factory=list)
+    # per CPU route: the NPU route's results against its on the warm-up pass: pages, pages with equal texts, the
+    # largest box corner difference in pixels (inf: a page with another box count)
+    agreement: Dict[str, Dict[str, float]] = field(default_factory=dict)
 
     @property
     def busy(self) -> bool:
@@ -122,6 +141,37 @@ class BenchmarkReport:
             return "host CPU"
         return "device" if 1000.0 / s.device_ms <= self.cores * 1000.0 / max(s.host_ms, 1e-9) else "host CPU"
 
+    def route_text(self) -> str:
+        """What the NPU route ran and what PaddleX's engines were given, in one line."""
+        if not self.route_recorded:
+            return "NPU route not recorded (reports before 2026-12-05 ran the bundled recogniser unreduced)"
+        cpu = ""
+        if self.cpu_unreduced:
+            cpu = (
+                f"; PaddleX's CPU engines ran the models the packages were built from ({', '.join(self.cpu_unreduced)} "
+                "without the reduction)"
+            )
+        elif any(r.engine != "om" for r in self.routes):
+            cpu = "; PaddleX's CPU engines ran the packages' own models (no reduction to take off)"
+        return "NPU route: " + describe(self.reduced) + cpu
+
+    def host_ratio(self) -> Optional[Tuple[float, float]]:
+        """(the NPU route's host CPU per image, PaddleX's onnxruntime route's own host work per image: its pre +
+        post + rest as CPU time of the thread that ran them), from this run; None without both routes (or from a
+        report before the thread CPU was recorded). The issue's measure of the route's host cost."""
+        s = self.serial
+        ort = next((r for r in self.routes if r.engine == "onnxruntime"), None)
+        if s is None or ort is None or ort.host_thread_ms <= 0:
+            return None
+        return s.host_ms, ort.host_thread_ms
+
+    def pcie_per_image(self) -> Dict[str, float]:
+        """Bytes across PCIe per image on the simulated device, host to device and back, all models summed
+        (empty without the simulated runtime's per-model figures)."""
+        if not self.models:
+            return {}
+        return {k: float(sum(m.get(k, 0.0) for m in self.models.values())) for k in ("bytes_in", "bytes_out")}
+
     def cost_model_text(self) -> str:
         """The device cost model of each model that ran, in one line."""
         if not self.models:
@@ -148,6 +198,17 @@ class BenchmarkReport:
             f"{s.host_ms:.2f} ms) per image, set by the {self.bound_limit()}; host CPU from the serial route without "
             f"the simulator's own work ({s.sim_overhead_ms:.2f} ms per image)"
         ]
+        ratio = self.host_ratio()
+        if ratio is not None and ratio[1] > 0:
+            lines.append(
+                f"NPU route's host CPU {ratio[0]:.2f} ms per image = {ratio[0] / ratio[1]:.2f}x PaddleX onnxruntime's "
+                f"own host work (pre + post + rest: {ratio[1]:.2f} ms of CPU outside its engine) (target <= 0.35)"
+            )
+        for route, a in self.agreement.items():
+            lines.append(
+                f"results against {route}: texts equal on {a['texts_equal']:.0f} of {a['pages']:.0f} pages, boxes "
+                f"within {a['max_box_px']:.2f} px (target: every page, <= 1 px)"
+            )
         share = s.sim_overhead_ms / s.cpu_ms if s.cpu_ms > 0 else 0.0
         lines.append(
             f"simulated device's own host work: {s.sim_overhead_ms:.2f} ms of {s.cpu_ms:.2f} ms CPU per image = "
@@ -170,13 +231,16 @@ class BenchmarkReport:
         return lines
 
     def as_dict(self) -> Dict[str, Any]:
-        routes = [{**asdict(r), "host_ms": r.host_ms} for r in self.routes]
+        routes = [{**asdict(r), "host_ms": r.host_ms, "per_core": r.per_core} for r in self.routes]
         return {
             **asdict(self),
             "routes": routes,
             "bound_images_per_s": self.bound(),
             "bound_limit": self.bound_limit(),
             "cost_model": self.cost_model_text(),
+            "route_text": self.route_text(),
+            "pcie_bytes_per_image": self.pcie_per_image(),
+            "host_ms_vs_paddlex": self.host_ratio(),
             "summary": self.summary_lines(),
         }
 
@@ -235,12 +299,41 @@ def _figures(
     )
 
 
-def warmed(pipeline: Any, inputs: Sequence[str]) -> Any:
-    """Instrument ``pipeline`` (its stage clock is returned) and run ``inputs`` once through it, untimed."""
+def warmed(pipeline: Any, inputs: Sequence[str], keep: Optional[List[Any]] = None) -> Any:
+    """Instrument ``pipeline`` (its stage clock is returned) and run ``inputs`` once through it, untimed;
+    ``keep``: a list that gets each input's :func:`reading`."""
     clock = instrument(pipeline)
     for x in inputs:
-        list(pipeline.predict(x))
+        results = list(pipeline.predict(x))
+        if keep is not None:
+            keep.append([reading(r) for r in results])
     return clock
+
+
+def reading(result: Any) -> Optional[Tuple[List[str], np.ndarray]]:
+    """An OCR result's texts and boxes (``rec_polys``, else ``dt_polys``); None for other results."""
+    try:
+        texts = [str(t) for t in result["rec_texts"]]
+    except (KeyError, TypeError):
+        return None
+    polys = result.get("rec_polys") if hasattr(result, "get") else None
+    return texts, np.asarray(polys if polys is not None else [], dtype=np.float64)
+
+
+def agreement(ours: Sequence[Any], theirs: Sequence[Any]) -> Dict[str, float]:
+    """Pages, pages whose texts are equal, and the largest box corner difference (px) between two routes'
+    readings of the same inputs (inf where a page's box counts differ)."""
+    pages, equal, worst = 0, 0, 0.0
+    for a_page, b_page in zip(ours, theirs):
+        for a, b in zip(a_page, b_page):
+            if a is None or b is None:
+                continue
+            pages += 1
+            equal += a[0] == b[0]
+            same = a[1].shape == b[1].shape
+            diff = float(np.abs(a[1] - b[1]).max()) if same and a[1].size else (0.0 if same else float("inf"))
+            worst = max(worst, diff)
+    return {"pages": pages, "texts_equal": equal, "max_box_px": worst}
 
 
 def _in_process(
@@ -252,12 +345,14 @@ def _in_process(
     progress: Progress,
     models: Optional[Dict[str, Any]] = None,
     clock: Any = None,
+    keep: Optional[List[Any]] = None,
 ) -> RouteFigures:
-    """One in-process pipeline, one input at a time (``clock``: its stage clock once :func:`warmed`)."""
+    """One in-process pipeline, one input at a time (``clock``: its stage clock once :func:`warmed`; ``keep``: as
+    :func:`warmed`'s)."""
     if clock is None:  # the first round: instrument, then warm up (and record, on the simulated device)
-        clock = warmed(pipeline, inputs)
+        clock = warmed(pipeline, inputs, keep)
     lat: List[float] = []
-    models0 = simulated.model_stats()
+    models0, m0, th0 = simulated.model_stats(), clock.model_thread_cpu, time.thread_time()
     st0, s0, c0, t0 = clock.totals(), simulated.stats(), time.process_time(), time.perf_counter()
     for _ in range(repeat):
         for x in inputs:
@@ -271,9 +366,12 @@ def _in_process(
         **{f"sim_{k}": s1[k] - s0[k] for k in _SIM_KEYS},
         **{k: st1[k] - st0[k] for k in _STAGE_KEYS},
     }
+    host_thread = (time.thread_time() - th0) - (clock.model_thread_cpu - m0)
     if models is not None:
         models.update(_per_image(models0, simulated.model_stats(), len(lat)))
-    return _figures(route, engine, 1, wall, lat, timing, 0)
+    figures = _figures(route, engine, 1, wall, lat, timing, 0)
+    figures.host_thread_ms = max(0.0, host_thread) * 1000.0 / max(len(lat), 1)
+    return figures
 
 
 def _executor(
@@ -368,23 +466,49 @@ def _cpu_name() -> str:
 
 
 def _cpu_routes(
-    report: BenchmarkReport, cpu_pipelines: Dict[str, Any], inputs: Sequence[str], repeat: int, progress: Progress
+    report: BenchmarkReport,
+    cpu_pipelines: Dict[str, Any],
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+    npu_readings: Sequence[Any] = (),
 ) -> None:
-    """PaddleX's own CPU engines; a route that does not apply is recorded in ``report.skipped`` with the reason."""
-    for engine, pipeline in cpu_pipelines.items():
-        route = f"PaddleX {engine} (CPU)"
-        try:
-            created = cpu_route(pipeline, engine)
-        except (ConfigError, ImportError) as exc:  # this PaddleX, these folders or this environment lack it
-            report.skipped[route] = str(exc)
-            progress(route, repeat * len(inputs))
-            continue
-        try:
-            report.routes.append(_in_process(route, engine, created, inputs, repeat, progress))
-        except Exception as exc:  # this route fails here: the others' figures are kept
-            report.skipped[route] = _why(exc)
-        finally:
-            _close(created)
+    """PaddleX's own CPU engines, on the models the packages were built from (a reduced package's reduction taken
+    off, :mod:`.source_models`); a route that does not apply is recorded in ``report.skipped`` with the reason."""
+    with tempfile.TemporaryDirectory(prefix="paddlex-npu-sources-") as work:
+        for i, (engine, pipeline) in enumerate(cpu_pipelines.items()):
+            theirs: List[Any] = []
+            _cpu_route(report, engine, pipeline, Path(work) / str(i), inputs, repeat, progress, theirs)
+            if npu_readings and theirs:
+                report.agreement[f"PaddleX {engine} (CPU)"] = agreement(npu_readings, theirs)
+
+
+def _cpu_route(
+    report: BenchmarkReport,
+    engine: str,
+    pipeline: Any,
+    work: Path,
+    inputs: Sequence[str],
+    repeat: int,
+    progress: Progress,
+    keep: List[Any],
+) -> None:
+    route = f"PaddleX {engine} (CPU)"
+    try:
+        config, unreduced = source_config(pipeline, work)
+        report.cpu_unreduced = sorted(set(report.cpu_unreduced) | set(unreduced))
+        created = cpu_route(config, engine)
+    except Exception as exc:  # this PaddleX, these folders or this environment lack it; a pipeline PaddleX refuses
+        expected = isinstance(exc, (PaddlexNpuError, ImportError))
+        report.skipped[route] = str(exc) if expected else _why(exc)
+        progress(route, repeat * len(inputs))
+        return
+    try:
+        report.routes.append(_in_process(route, engine, created, inputs, repeat, progress, keep=keep))
+    except Exception as exc:  # this route fails here: the others' figures are kept
+        report.skipped[route] = _why(exc)
+    finally:
+        _close(created)
 
 
 def run_benchmark(
@@ -414,8 +538,9 @@ def run_benchmark(
     report.input_desc = _describe_inputs(inputs)
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
+    npu: List[Any] = []  # the serial route's readings of the inputs, to compare with PaddleX's engines
     with _interruptible(report), contextlib.ExitStack() as stack:  # Ctrl-C: the routes that finished are kept
-        serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress)
+        serial, clock = _open_serial(report, stack, pipeline, inputs, create_kwargs, rounds * repeat, progress, npu)
         run = _ExecutorRun(pipeline, create_kwargs, runtime, stack, {})
         for r in range(rounds):
             if SERIAL not in report.skipped:
@@ -436,7 +561,7 @@ def run_benchmark(
             report.routes.append(median)
     if INTERRUPTED not in report.skipped:
         with _interruptible(report):
-            _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress)
+            _cpu_routes(report, cpu_pipelines or {}, inputs, repeat, progress, npu)
     report.load_average.append(os.getloadavg()[0])
     return report
 
@@ -449,13 +574,15 @@ def _open_serial(
     create_kwargs: Optional[Dict[str, Any]],
     passes: int,
     progress: Progress,
+    keep: List[Any],
 ) -> Tuple[Any, Any]:
     """The serial route's pipeline on device 0, warmed up, and its stage clock; (None, None) with the reason in
     ``report.skipped`` when it cannot be made (e.g. runtime ais_bench without an NPU: the CPU routes still run)."""
     try:
         serial = create_on_device(pipeline, 0, create_kwargs)
         stack.callback(_close, serial)
-        return serial, warmed(serial, inputs)
+        report.reduced, report.route_recorded = reductions(pipeline), True
+        return serial, warmed(serial, inputs, keep)
     except Exception as exc:
         report.skipped[SERIAL] = _why(exc)
         progress(SERIAL, passes * len(inputs))

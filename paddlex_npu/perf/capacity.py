@@ -139,7 +139,13 @@ def page_cost(report: BenchmarkReport, serving_ms: float = 0.0) -> PageCost:
     moved = sum(m.get("transfer_ms", 0.0) for m in report.models.values())  # reports before issue 35: none
     where = f"{report.cores} cores, {report.cpu}, load {'/'.join(f'{x:.1f}' for x in report.load_average)}"
     return PageCost(
-        serial.host_ms, executor, base, elem, serving_ms, source=f"{report.input_desc} on {where}", transfer_ms=moved
+        serial.host_ms,
+        executor,
+        base,
+        elem,
+        serving_ms,
+        source=f"{report.input_desc} on {where}; {report.route_text()}",
+        transfer_ms=moved,
     )
 
 

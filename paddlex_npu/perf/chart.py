@@ -101,6 +101,7 @@ def header_text(report: BenchmarkReport) -> List[str]:
     return [
         f"Models: {models}. Inputs: {report.input_desc or f'{report.inputs} inputs'}, {report.repeat} timed pass(es)"
         + (f"; NPU routes: median of {report.rounds} interleaved rounds." if report.rounds > 1 else "."),
+        report.route_text() + ".",
         _device_text(report),
         bound_text,
         f"Machine: {report.cores} cores, {report.cpu}, PaddleX {report.paddlex}, load average {load} (start/end)"
@@ -111,8 +112,9 @@ def header_text(report: BenchmarkReport) -> List[str]:
 def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, font: Font, small: Font) -> int:
     bound = report.bound() or 0.0
     scale_max = max([r.images_per_s for r in report.routes] + [bound, 1e-9]) * 1.08
-    plot_w = WIDTH - LABEL_W - 2 * MARGIN - 200
-    draw.text((MARGIN, top), "throughput (images/s)", fill="black", font=font)
+    plot_w = WIDTH - LABEL_W - 2 * MARGIN - 340  # room for the labels right of the longest bar
+    title = "throughput (images/s; per busy host core: 1000 / CPU ms per image)"
+    draw.text((MARGIN, top), title, fill="black", font=font)
     top += 30
     for k, r in enumerate(report.routes):
         y = top + k * ROW
@@ -120,7 +122,8 @@ def _throughput(draw: ImageDraw.ImageDraw, report: BenchmarkReport, top: int, fo
         w = int(plot_w * r.images_per_s / scale_max)
         draw.rectangle([LABEL_W, y + 4, LABEL_W + w, y + ROW - 6], fill=(70, 110, 180))
         share = f" ({100 * r.images_per_s / bound:.0f}% of the bound)" if bound and r.engine == "om" else ""
-        draw.text((LABEL_W + w + 6, y + 6), f"{r.images_per_s:.1f}{share}", fill="black", font=small)
+        text = f"{r.images_per_s:.1f}{share}, {r.per_core:.2f} per core"
+        draw.text((LABEL_W + w + 6, y + 6), text, fill="black", font=small)
     bottom = top + len(report.routes) * ROW
     if bound:
         bx = LABEL_W + int(plot_w * bound / scale_max)

@@ -117,12 +117,62 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     # what the chart's header and the planner read: models with their cost model, inputs, the bound's basis
     assert sorted(figures["models"]) == ["PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec"]
     assert all(m["calls"] > 0 and m["base_ms"] > 0 for m in figures["models"].values())
+    # the route convert builds by default: the recogniser reduced on the device, PaddleX's engines on its source
+    assert figures["reduced"] == {"PP-OCRv4_mobile_rec": True} and figures["cpu_unreduced"] == ["PP-OCRv4_mobile_rec"]
+    assert figures["models"]["PP-OCRv4_mobile_rec"]["bytes_out"] < 100_000, figures["models"]  # [N, T] twice
+    pcie = figures["pcie_bytes_per_image"]
+    assert pcie["bytes_in"] > 0 and pcie["bytes_out"] > 0
+    assert "PP-OCRv4_mobile_rec CTC output reduced on the device (as convert builds it)" in out.stdout
+    assert "across PCIe per image (simulated device, all models)" in out.stdout
     assert figures["input_desc"].startswith("2 inputs, 2 images of")
     assert figures["bound_limit"] in ("device", "host CPU")
     serial = figures["routes"][0]
     assert 0 < serial["sim_overhead_ms"] and serial["host_ms"] == serial["cpu_ms"] - serial["sim_overhead_ms"]
     assert "simulated device's own host work" in out.stdout and "without the simulator's own work" in out.stdout
     assert Image.open(tmp_path / "b.png").size[0] > 800
+
+
+def test_benchmark_compares_paddlex_on_the_source_of_a_reduced_package(tmp_path, asset_root):
+    """A pipeline YAML over packages as convert builds them (the recogniser reduced): the NPU route runs them and
+    PaddleX's onnxruntime engine runs the model they were built from (its CTCLabelDecode cannot take the reduced
+    outputs: TypeError: object of type 'numpy.int64' has no len())."""
+    import json
+
+    import yaml
+
+    from paddlex_npu.perf.serve_load import ocr_packages
+    from paddlex_npu.samples import assets
+    from tests.paddlex.compat import LEGACY
+
+    if LEGACY:
+        pytest.skip("PaddleX's onnxruntime engine is 3.5+")
+    packages = ocr_packages(asset_root, tmp_path / "packages", assets.DET, assets.REC)
+    pipeline = tmp_path / "ocr.yaml"
+    pipeline.write_text(yaml.safe_dump(assets.ocr_pipeline_config(packages)))
+    args = ("--pages", "1", "--repeat", "1", "--workers", "1", "--engines", "onnxruntime", "--no-progress")
+    out = _cli(
+        "benchmark",
+        "--pipeline",
+        str(pipeline),
+        *args,
+        "--json",
+        str(tmp_path / "b.json"),
+        env={**os.environ, "PADDLEX_NPU_SIM_STORE": str(tmp_path / "store")},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "b.json").read_text())
+    assert figures["skipped"] == {}, figures["skipped"]
+    assert [r["route"] for r in figures["routes"]][-1] == "PaddleX onnxruntime (CPU)"
+    assert figures["reduced"] == {"PP-OCRv4_mobile_rec": True} and figures["cpu_unreduced"] == ["PP-OCRv4_mobile_rec"]
+    assert "PaddleX's CPU engines ran the models the packages were built from" in out.stdout
+    # PaddleX's engine on the source model reads the page as the route does (the reduction changes no text)
+    agreement = figures["agreement"]["PaddleX onnxruntime (CPU)"]
+    assert agreement["pages"] == 1 and agreement["texts_equal"] == 1 and agreement["max_box_px"] <= 1, agreement
+    assert "texts equal on 1 of 1 pages" in out.stdout
+    ours, theirs = figures["host_ms_vs_paddlex"]  # PaddleX's host work: its thread's CPU outside its engine
+    assert 0 < theirs < figures["routes"][-1]["cpu_ms"] and ours == figures["routes"][0]["host_ms"]
+    assert "x PaddleX onnxruntime's own host work (pre + post + rest:" in out.stdout
+    assert (packages / "PP-OCRv4_mobile_rec" / "inference.om.json").is_file()  # the user's packages untouched
 
 
 def test_assets_piped_into_head_prints_the_folder_and_no_traceback(asset_root):
