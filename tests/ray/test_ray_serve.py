@@ -21,6 +21,7 @@ import yaml
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 pytest.importorskip("fastapi", reason="serving needs requirements/serving.txt (installed into .venv by setup.sh)")
 
+from tests.http_client import call, ocr_body  # noqa: E402
 from tests.serve.conftest import free_ports, stop, wait_until  # noqa: E402
 
 AUTOSCALING = {"min_replicas": 1, "initial_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2}
@@ -28,18 +29,8 @@ NAME = "ocr-test"
 NOT_AN_IMAGE = json.dumps({"file": base64.b64encode(b"no image").decode(), "fileType": 1})
 
 
-def _post(url, body: bytes, ctype="application/json", timeout=120):
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def _ocr(url, path, **extra):
-    body = {"file": base64.b64encode(path.read_bytes()).decode(), "fileType": 1, **extra}
-    return _post(url + "/ocr", json.dumps(body).encode())
+    return call(url + "/ocr", ocr_body(path, **extra))
 
 
 def _health(url) -> bool:
@@ -102,7 +93,7 @@ def test_answers_equal_the_in_process_pipeline(server, npu_pipeline, images):
 def test_a_bad_request_gets_a_4xx_with_the_message_and_the_server_keeps_serving(
     server, images, body, ctype, status, says
 ):
-    got, ans = _post(server["url"] + "/ocr", body.encode(), ctype)
+    got, ans = call(server["url"] + "/ocr", body.encode(), ctype=ctype)
     assert got == status and says in ans["errorMsg"], ans
     ok, again = _ocr(server["url"], images["english"])
     assert ok == 200 and again["result"]["ocrResults"][0]["prunedResult"]["rec_texts"], again

@@ -11,8 +11,6 @@ import os
 import ssl
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import pytest
 import yaml
@@ -21,31 +19,11 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 pytest.importorskip("fastapi", reason="serving needs requirements/serving.txt (installed into .venv by setup.sh)")
 
 from tests.helpers import ENGLISH, norm  # noqa: E402
+from tests.http_client import call  # noqa: E402
 from tests.serve.conftest import free_ports, stop, wait_until  # noqa: E402
 from tests.serve.internal_host import InternalHost, self_signed  # noqa: E402
 
 TOKEN = "ray-" + "0f1e2d3c" * 4
-
-
-def _call(url, context, body=None, token=None):
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
-    try:
-        with urllib.request.urlopen(req, timeout=120, context=context) as r:
-            return r.status, _json(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, _json(e.read())
-
-
-def _json(raw: bytes):
-    """The answer's JSON; the text itself when it is none (Serve's proxy answers 404 in plain text until the
-    application is deployed)."""
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode(errors="replace")
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +46,7 @@ def server(cluster, ocr_config, sim_env, tmp_path_factory):
     cmd += ["--tls-certfile", str(cert), "--tls-keyfile", str(key)]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env={**os.environ, **sim_env}, stdout=out, stderr=subprocess.STDOUT)
-    why = wait_until(lambda: _call(url + "/health", context)[0] == 200, proc, 300, log)
+    why = wait_until(lambda: call(url + "/health", context=context)[0] == 200, proc, 300, log)
     if why is not None:
         stop(proc)
     assert why is None, why
@@ -82,15 +60,15 @@ def test_tokens_tls_and_url_inputs_off_by_default(server, images):
     url, ctx = server["url"], server["context"]
     b64 = base64.b64encode(images["english"].read_bytes()).decode()
     body = json.dumps({"file": b64, "fileType": 1}).encode()
-    status, ans = _call(url + "/ocr", ctx, body)
+    status, ans = call(url + "/ocr", body, context=ctx)
     assert status == 401 and ans["errorMsg"] == "Unauthorized", ans
-    assert _call(url + "/ocr", ctx, body, token="x" * 32)[0] == 401
-    status, ans = _call(url + "/ocr", ctx, body, token=TOKEN)
+    assert call(url + "/ocr", body, context=ctx, token="x" * 32)[0] == 401
+    status, ans = call(url + "/ocr", body, context=ctx, token=TOKEN)
     assert status == 200 and norm(ans["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]) == norm(ENGLISH)
-    assert _call(url + "/ready", ctx)[0] == 200
+    assert call(url + "/ready", context=ctx)[0] == 200
     with InternalHost({"english.png": images["english"].read_bytes()}) as internal:
         by_url = json.dumps({"file": internal.url + "/file/english.png", "fileType": 1}).encode()
-        status, ans = _call(url + "/ocr", ctx, by_url, token=TOKEN)
+        status, ans = call(url + "/ocr", by_url, context=ctx, token=TOKEN)
         assert status == 422 and "ray-serve --allow-url-host" in ans["errorMsg"], ans
         assert internal.requests == []
 
@@ -106,5 +84,5 @@ def test_a_malformed_url_and_a_compressed_bomb_are_422_as_in_serve(server, image
             (allowed.url + "/encoded/br", "Content-Encoding"),
         ):
             body = json.dumps({"file": file, "fileType": 1}).encode()
-            status, ans = _call(url + "/ocr", ctx, body, token=TOKEN)
+            status, ans = call(url + "/ocr", body, context=ctx, token=TOKEN)
             assert status == 422 and says in ans["errorMsg"], ans

@@ -6,7 +6,6 @@ count; the metrics folder is removed at shutdown."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ import numpy as np
 import pytest
 
 import paddlex_npu
+from tests.http_client import call, ocr_body
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
 
 parser = pytest.importorskip("prometheus_client.parser", reason="metrics need requirements/serving.txt")
@@ -29,18 +29,8 @@ parser = pytest.importorskip("prometheus_client.parser", reason="metrics need re
 Labels = Tuple[Tuple[str, str], ...]
 
 
-def _post(url: str, body: bytes, timeout: float = 120):
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def _ocr(url: str, data: bytes, log_id: str):
-    body = {"file": base64.b64encode(data).decode(), "fileType": 1, "logId": log_id}
-    return _post(url + "/ocr", json.dumps(body).encode())
+    return call(url + "/ocr", ocr_body(data, logId=log_id))
 
 
 def scrape(url: str) -> Dict[Tuple[str, Labels], float]:
@@ -115,7 +105,7 @@ def traffic(server, images):
     data = images["english"].read_bytes()
     with ThreadPoolExecutor(2) as pool:
         good = list(pool.map(lambda i: _ocr(url, data, f"ops-{i}"), range(3)))
-    bad = _post(url + "/ocr", b"{}")
+    bad = call(url + "/ocr", b"{}")
     huge = cv2.imencode(".png", np.full((2100, 2100, 3), 255, np.uint8))[1].tobytes()
     too_large = _ocr(url, huge, "ops-huge")
     return {"before": before, "after": scrape(url), "good": good, "bad": bad, "too_large": too_large}

@@ -21,21 +21,12 @@ from paddlex_npu import errors
 from paddlex_npu.run.gears import InputShapeError
 from paddlex_npu.serve.replies import answer
 from paddlex_npu.serve.route import parse_devices
+from tests.http_client import call, ocr_body
 from tests.serve.conftest import children, free_ports, server_env, stop, wait_busy, wait_until
 
 
-def _post(url, body: bytes, ctype="application/json", timeout=120):
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": ctype}, method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 def _ocr(server, path, **extra):
-    body = {"file": base64.b64encode(path.read_bytes()).decode(), "fileType": 1, **extra}
-    return _post(server["url"] + "/ocr", json.dumps(body).encode())
+    return call(server["url"] + "/ocr", ocr_body(path, **extra))
 
 
 def _health(url) -> bool:
@@ -74,7 +65,7 @@ def tmp_path(tmp_path_factory):
 
 
 def test_health_and_workers(server):
-    status, body = _post(server["url"] + "/ocr", b"{}")
+    status, body = call(server["url"] + "/ocr", b"{}")
     assert status == 422
     with urllib.request.urlopen(server["url"] + "/health") as r:
         assert json.loads(r.read())["errorCode"] == 0
@@ -142,7 +133,7 @@ def _huge_png() -> bytes:
 def test_bad_requests_get_4xx_and_the_server_keeps_serving(server, images, body, ctype, status, says):
     if body == "HUGE":
         body = json.dumps({"file": base64.b64encode(_huge_png()).decode(), "fileType": 1})
-    got, ans = _post(server["url"] + "/ocr", body.encode(), ctype)
+    got, ans = call(server["url"] + "/ocr", body.encode(), ctype=ctype)
     assert got == status and ans["errorCode"] == status and says in ans["errorMsg"], ans
     assert _ocr(server, images["english"])[0] == 200
 
@@ -194,7 +185,7 @@ def test_a_url_input_is_refused_by_default_and_nothing_is_fetched(server, intern
     """No --allow-url-host: a `file` URL gets 422 naming the option, and the internal host sees no request
     (the URL limits when allowed: test_serve_guard.py)."""
     body = json.dumps({"file": internal["secret"].url + "/file/english.png", "fileType": 1}).encode()
-    status, ans = _post(server["url"] + "/ocr", body)
+    status, ans = call(server["url"] + "/ocr", body)
     assert status == 422 and "fetches no URLs" in ans["errorMsg"] and "--allow-url-host" in ans["errorMsg"], ans
     assert internal["secret"].requests == []
 
@@ -209,7 +200,7 @@ def test_shutdown_answers_in_flight_requests_and_503_to_new_ones(server, images)
     t.start()
     wait_busy(workers)  # a worker computes the page: it is in flight at the signal
     server["proc"].send_signal(signal.SIGTERM)
-    status, ans = _post(server["url"] + "/ocr", b"{}")
+    status, ans = call(server["url"] + "/ocr", b"{}")
     assert status == 503 and "shutting down" in ans["errorMsg"]
     t.join(120)
     assert first["answer"][0] == 200, first

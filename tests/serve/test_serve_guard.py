@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ENGLISH, norm
+from tests.http_client import call
 from tests.serve.conftest import free_ports, rss_peak, server_env, stop, wait_until
 from tests.serve.internal_host import self_signed
 
@@ -26,22 +27,9 @@ API_TOKEN = "api-" + "a1b2c3d4" * 4
 METRICS_TOKEN = "metrics-" + "e5f6a7b8" * 4
 
 
-def _call(url, body=None, token=None, context=None, timeout=60):
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout, context=context) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
 def _ocr_url(server, file_url, **extra):
     body = json.dumps({"file": file_url, "fileType": 1, **extra}).encode()
-    status, raw = _call(server["url"] + "/ocr", body, server.get("token"), server.get("context"), timeout=60)
-    return status, json.loads(raw)
+    return call(server["url"] + "/ocr", body, token=server.get("token"), context=server.get("context"), timeout=60)
 
 
 def _start(tmp: Path, extra, context=None):
@@ -52,7 +40,7 @@ def _start(tmp: Path, extra, context=None):
     cmd = [sys.executable, "-m", "paddlex_npu.cli", "serve", str(extra[0]), "--port", str(port), *extra[1:]]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
-    why = wait_until(lambda: _call(url + "/ready", context=context, timeout=5)[0] == 200, proc, 240, log)
+    why = wait_until(lambda: call(url + "/ready", context=context, timeout=5)[0] == 200, proc, 240, log)
     if why is not None:
         stop(proc)
     assert why is None, why
@@ -128,20 +116,20 @@ def test_tokens_guard_the_api_and_metrics_and_probes_stay_open(guarded, images):
     b64 = base64.b64encode(images["english"].read_bytes()).decode()
     body = json.dumps({"file": b64, "fileType": 1}).encode()
     for token in (None, "wrong-" + "0" * 20, METRICS_TOKEN):
-        status, raw = _call(url + "/ocr", body, token, ctx)
-        assert status == 401 and json.loads(raw)["errorMsg"] == "Unauthorized", raw
-    assert _call(url + "/ocr", body, API_TOKEN, ctx)[0] == 200
-    assert _call(url + "/metrics", context=ctx)[0] == 401
+        status, ans = call(url + "/ocr", body, token=token, context=ctx)
+        assert status == 401 and ans["errorMsg"] == "Unauthorized", ans
+    assert call(url + "/ocr", body, token=API_TOKEN, context=ctx)[0] == 200
+    assert call(url + "/metrics", context=ctx)[0] == 401
     for path in ("/health", "/ready"):
-        assert _call(url + path, context=ctx)[0] == 200
+        assert call(url + path, context=ctx)[0] == 200
     from prometheus_client.parser import text_string_to_metric_families
 
     for token in (METRICS_TOKEN, API_TOKEN):
-        status, raw = _call(url + "/metrics", token=token, context=ctx)
+        status, text = call(url + "/metrics", token=token, context=ctx)
         assert status == 200
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(raw.decode())
+        for family in text_string_to_metric_families(text)
         for s in family.samples
     }
     assert samples[("paddlex_npu_unauthorized_total", (("scope", "api"),))] >= 3
@@ -150,8 +138,7 @@ def test_tokens_guard_the_api_and_metrics_and_probes_stay_open(guarded, images):
 
 def test_fetch_outcomes_are_counted(guarded, internal):
     _ocr_url(guarded, internal["secret"].url + "/file/english.png")
-    status, raw = _call(guarded["url"] + "/metrics", token=METRICS_TOKEN, context=guarded["context"])
-    text = raw.decode()
+    status, text = call(guarded["url"] + "/metrics", token=METRICS_TOKEN, context=guarded["context"])
     assert status == 200 and 'paddlex_npu_url_fetches_total{outcome="host"}' in text, text[-2000:]
 
 
