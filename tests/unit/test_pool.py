@@ -18,7 +18,7 @@ from paddlex_npu.executor.pool import Outcome, RestartBudget, WorkerPool
 from paddlex_npu.executor.worker import Cause, WorkerSpec
 from tests.unit import trivial_pipeline as tp
 
-WAIT = 30.0  # seconds any one answer may take (a bound, not a sleep)
+WAIT = 10.0  # seconds any one answer may take (a bound, not a sleep)
 REPO = Path(__file__).resolve().parents[2]
 
 
