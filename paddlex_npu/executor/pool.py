@@ -177,7 +177,7 @@ class _Worker:
     pid: int = 0
     job: Optional[_Job] = None
     started: float = 0.0  # when its job was sent
-    lost: str = ""  # its device context is lost: it exits after answering
+    ending: str = ""  # why it exits: its device context is lost (after answering), or it could not load
 
 
 @dataclass
@@ -256,9 +256,8 @@ class WorkerPool:
 
     def _start_failure(self, w: _Worker, msg: Any) -> str:
         if isinstance(msg, Fatal):
-            cause = msg.text.strip().splitlines()[-1] if msg.text.strip() else "no error text"
-            head = f"a worker on npu:{w.device_id} could not create the pipeline: {cause}"
-            return f"{head}\nthe worker's traceback:\n{msg.text.rstrip()}\n{cause}"
+            head = f"a worker on npu:{w.device_id} could not create the pipeline: {msg.cause}"
+            return f"{head}\nthe worker's traceback:\n{msg.text.rstrip()}\n{msg.cause}"
         w.process.join(5)
         return (
             f"a worker on npu:{w.device_id} could not create the pipeline: it exited with code {w.process.exitcode} "
@@ -407,7 +406,7 @@ class WorkerPool:
 
     def _dispatch(self) -> None:
         for w in self._workers:
-            if not (w.ready and w.job is None) or w.lost:
+            if not (w.ready and w.job is None) or w.ending:
                 continue
             while self._queue:
                 job = self._queue.popleft()
@@ -440,12 +439,12 @@ class WorkerPool:
                 w.ready, w.pid = True, msg.pid
                 logger.info("pool: a new worker (pid %d) on npu:%d is ready", msg.pid, w.device_id)
             elif isinstance(msg, Fatal):
-                self._last_error = msg.text.strip().splitlines()[-1] if msg.text.strip() else "a worker failed"
+                self._last_error = w.ending = f"a replacement on npu:{w.device_id} could not load: {msg.cause}"
                 logger.error("a replacement worker on npu:%d could not load the pipeline:\n%s", w.device_id, msg.text)
             elif isinstance(msg, Done) and w.job is not None and msg.key == w.job.id:
                 job, w.job = w.job, None
                 if msg.cause is Cause.DEVICE_LOST:
-                    w.lost = f"npu:{w.device_id} lost its device context ({msg.failure.message})"
+                    w.ending = f"npu:{w.device_id} lost its device context ({msg.failure.message})"
                 if not job.future.done():
                     job.future.set_result(Outcome.of(msg, w.pid, w.device_id, job.attempts))
         self._dead(w)
@@ -457,10 +456,10 @@ class WorkerPool:
         self._workers.remove(w)
         w.conn.close()
         job = w.job
-        why = w.lost or f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {w.process.exitcode}"
+        why = w.ending or f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {w.process.exitcode}"
         if not timed_out:
             self.counters.crashed += 1
-            self._last_error = w.lost or self._last_error or why
+            self._last_error = w.ending or self._last_error or why
             retried = job is not None and self._can_retry(job)
             logger.warning("%s%s; it is replaced", why, "; its request is retried" if retried else "")
         if job is not None and not job.future.done():

@@ -36,7 +36,7 @@ def resolve(hook: Optional[Hook]) -> Optional[Callable[..., Any]]:
     if hook is None or callable(hook):
         return hook
     module, sep, name = hook.partition(":")
-    if not sep or not module or not name:
+    if not sep or not module or not name or ":" in name:
         raise ValueError(f"a hook is a callable or 'module:name', got {hook!r}")
     return getattr(importlib.import_module(module), name)
 
@@ -96,6 +96,11 @@ class Fatal:
 
     pid: int
     text: str
+
+    @property
+    def cause(self) -> str:
+        """The traceback's last line: the exception's type and text."""
+        return self.text.strip().splitlines()[-1]
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,8 @@ def test_the_restart_budget_ends_a_pool_whose_replacements_cannot_load(tmp_path)
         status = pool.status
         assert not status.alive and status.ready == 0 and status.restarts == 2
         assert "restart budget (2 per 600 s) is spent" in status.last_error
+        assert "(a replacement on npu:0 could not load: paddlex_npu.errors.ConfigError: this" in status.last_error
+        assert pool.counters.crashed == 3  # the worker, then its two replacements that could not load
 
 
 def test_the_restart_budget_default_is_two_per_worker():
@@ -221,16 +223,20 @@ def test_a_pipeline_that_cannot_load_stops_the_start_with_its_error():
     pool = WorkerPool({0: spec(0, "refuse")}, 2)
     with pytest.raises(WorkerStartError) as info:
         pool.start(WAIT)
-    text = str(info.value)
-    assert text.startswith("a worker on npu:0 could not create the pipeline: ")
-    assert "ConfigError: this pipeline cannot load (test)" in text and "the worker's traceback" in text
+    text, cause = str(info.value), "paddlex_npu.errors.ConfigError: this pipeline cannot load (test)"
+    assert text.startswith(f"a worker on npu:0 could not create the pipeline: {cause}\nthe worker's traceback:\n")
+    assert text.endswith(f"{cause}\n{cause}") and "\nTraceback (most recent call last):\n" in text
     assert pool.workers == [] and pool.status.closing
 
 
 def test_a_worker_that_exits_while_loading_stops_the_start():
     pool = WorkerPool({3: spec(3, "exit")}, 1)
-    with pytest.raises(WorkerStartError, match="npu:3 could not create the pipeline: it exited with code 4"):
+    with pytest.raises(WorkerStartError, match="npu:3 could not create the pipeline: it exited with code 4") as info:
         pool.start(WAIT)
+    text = str(info.value)
+    assert "while loading (killed, or out of memory?); its output is above (if it is Python's" in text
+    assert "error, or paddlex-npu's about importing the main module: the script starts the executor at" in text
+    assert text.endswith('put that code under if __name__ == "__main__":)')
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,11 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from paddlex_npu.errors import ConfigError, DeviceLostError
+
+LOADED: List[Echo] = []  # the pipelines this process built (in-process tests look at them)
 
 
 class Echo:
@@ -74,7 +76,8 @@ def create(pipeline: Any, device_id: int, create_kwargs: Optional[Dict[str, Any]
         raise ConfigError("this pipeline cannot load (test)")
     if pipeline == "exit":
         os._exit(4)
-    return Echo(device_id, create_kwargs)
+    LOADED.append(Echo(device_id, create_kwargs))
+    return LOADED[-1]
 
 
 def tag(pipeline: Echo, device_id: int) -> Echo:
