@@ -5,6 +5,8 @@ close and device loss. Waits are on futures and on files the pipeline writes, bo
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from paddlex_npu.errors import PoolClosedError, QueueFullError, WorkerStartError
+from paddlex_npu.errors import PoolClosedError, QueueFullError, WorkerCrashedError, WorkerStartError
 from paddlex_npu.executor.pool import Outcome, RestartBudget, WorkerPool
 from paddlex_npu.executor.worker import Cause, WorkerSpec
 from tests.unit import trivial_pipeline as tp
@@ -103,6 +105,8 @@ def test_a_worker_that_dies_is_replaced_and_its_input_retried_once(tmp_path):
         dead = answer(pool, "die")
         assert dead.cause is Cause.CRASHED and dead.attempts == 2 and dead.failure.type == "WorkerCrashed"
         assert "exited with code 3 while running this input, 2 time(s)" in dead.failure.message
+        assert dead.failure.category == WorkerCrashedError.category and dead.failure.traceback == ""
+        assert dead.timing == {} and dead.device_id in (0, 1) and gone(dead.pid)
         assert answer(pool, 1).ok and pool.counters.crashed == 3 and pool.counters.retried == 2
         assert len(pool.workers) == 2 and not first & {w.pid for w in pool.workers if w.ready}
 
@@ -111,7 +115,28 @@ def test_no_retry_when_retries_is_zero():
     with running(retries=0) as pool:
         dead = answer(pool, "die")
         assert dead.cause is Cause.CRASHED and dead.attempts == 1 and "1 time(s)" in dead.failure.message
+        assert "exited with code 3" in pool.status.last_error
         assert pool.counters.retried == 0 and answer(pool, 1).ok
+        assert answer(pool, "lost").cause is Cause.DEVICE_LOST  # the newest cause is the one the status says
+        assert answer(pool, "pid").ok  # on the replacement: the lost worker's end was seen
+        assert "npu:0 lost its device context" in pool.status.last_error
+
+
+def test_requests_waiting_when_the_last_worker_dies_fail(tmp_path):
+    gate = tmp_path / "gate"
+    with running(retries=0, restarts=RestartBudget(0)) as pool:
+        held = pool.submit(f"gate:{gate}")
+        wait_for(Path(f"{gate}.started"))
+        waiting = pool.submit(1)
+        pid = pool.worker_pids[0]
+        os.kill(pid, signal.SIGKILL)  # kill -9, and no restart allowed
+        crashed = held.result(WAIT)
+        assert crashed.cause is Cause.CRASHED and crashed.pid == pid and crashed.device_id == 0
+        assert f"(pid {pid}, npu:0) exited with code -9" in crashed.failure.message
+        with pytest.raises(PoolClosedError, match="every worker died: npu:0 lost a worker"):
+            waiting.result(WAIT)
+        with pytest.raises(PoolClosedError, match="every worker died and none could be restarted"):
+            pool.submit(2)
 
 
 def test_an_input_over_the_timeout_fails_and_its_worker_is_replaced(tmp_path):
@@ -123,6 +148,7 @@ def test_an_input_over_the_timeout_fails_and_its_worker_is_replaced(tmp_path):
         assert 0.5 <= time.monotonic() - started < 10
         assert out.cause is Cause.TIMED_OUT and out.failure.type == "RequestTimeout" and out.attempts == 1
         assert out.failure.category == "timeout" and "over the timeout of 0.5 s" in out.failure.message
+        assert out.failure.traceback == "" and out.timing == {} and out.device_id == 0
         assert out.pid == before[0] and gone(out.pid)
         assert answer(pool, "pid").results[0] not in before and pool.counters.timed_out == 1
         assert pool.counters.crashed == 0 and pool.status.restarts == 1
@@ -234,8 +260,9 @@ def test_a_worker_that_exits_while_loading_stops_the_start():
     with pytest.raises(WorkerStartError, match="npu:3 could not create the pipeline: it exited with code 4") as info:
         pool.start(WAIT)
     text = str(info.value)
-    assert "while loading (killed, or out of memory?); its output is above (if it is Python's" in text
-    assert "error, or paddlex-npu's about importing the main module: the script starts the executor at" in text
+    assert "code 4 while loading (killed, or out of memory?); its output is above (if it is Python's" in text
+    assert "'bootstrapping phase' error, or paddlex-npu's about importing the main module: the script" in text
+    assert "starts the executor at import; put that code" in text
     assert text.endswith('put that code under if __name__ == "__main__":)')
 
 
