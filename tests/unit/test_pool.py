@@ -176,24 +176,25 @@ def test_the_restart_budget_default_is_two_per_worker():
     pool.close()
 
 
-def test_admission_refuses_beyond_the_queue_and_a_cancelled_request_frees_its_place(tmp_path):
+def test_admission_refuses_beyond_the_queue_and_cancelled_requests_free_their_places(tmp_path):
     gate = tmp_path / "gate"
-    with running(max_queue=1) as pool:
+    with running(max_queue=2) as pool:
         held = pool.submit(f"gate:{gate}")
         wait_for(Path(f"{gate}.started"))
-        waiting = pool.submit(1)
-        with pytest.raises(QueueFullError, match="1 requests are waiting"):
-            pool.submit(2)
-        assert pool.counters.refused == 1
+        waiting = [pool.submit(1), pool.submit(2)]
+        for _ in range(2):
+            with pytest.raises(QueueFullError, match="2 requests are waiting"):
+                pool.submit(3)
+        assert pool.counters.refused == 2
         status = pool.status
-        assert (status.busy, status.queued, status.ready) == (1, 1, 1) and status.all_ready
-        assert waiting.cancel()
-        third = pool.submit(3)  # the cancelled one's place
-        assert pool.counters.dropped == 1
+        assert (status.busy, status.queued, status.ready) == (1, 2, 1) and status.all_ready
+        assert all(f.cancel() for f in waiting)
+        third = pool.submit(3)  # the cancelled ones' places
+        assert pool.counters.dropped == 2 and pool.status.queued == 1
         gate.touch()
         assert held.result(WAIT).results == ["opened"] and third.result(WAIT).results[0]["value"] == 18
         with pytest.raises(CancelledError):
-            waiting.result(0)
+            waiting[0].result(0)
 
 
 def test_no_queue_takes_only_what_an_idle_worker_runs(tmp_path):
