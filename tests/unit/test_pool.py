@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -311,3 +312,24 @@ def test_a_worker_outlives_no_killed_parent():
             break
         time.sleep(0.01)
     assert gone(worker)
+
+
+def test_a_running_request_cannot_be_cancelled_and_a_cancelled_waiting_one_never_runs(tmp_path):
+    gate = tmp_path / "gate"
+    with running(max_queue=4) as pool:
+        held = pool.submit(f"gate:{gate}")
+        wait_for(Path(f"{gate}.started"))
+        assert not held.cancel()  # it runs
+        gone_away, kept = pool.submit(1), pool.submit(2)
+        assert gone_away.cancel()
+        gate.touch()
+        assert held.result(WAIT).ok and kept.result(WAIT).results[0]["value"] == 12
+        assert pool.counters.dropped == 1 and answer(pool, "pid").ok
+
+
+def test_an_input_that_does_not_pickle_fails_alone():
+    with running() as pool:
+        bad = pool.submit(lambda: None)
+        with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):
+            bad.result(WAIT)
+        assert answer(pool, 1).ok and pool.counters.crashed == 0
