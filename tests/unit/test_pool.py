@@ -153,6 +153,9 @@ def test_an_input_over_the_timeout_fails_and_its_worker_is_replaced(tmp_path):
         assert out.pid == before[0] and gone(out.pid)
         assert answer(pool, "pid").results[0] not in before and pool.counters.timed_out == 1
         assert pool.counters.crashed == 0 and pool.status.restarts == 1
+        again = answer(pool, f"hang:{tmp_path / 'never again'}")
+        assert again.cause is Cause.TIMED_OUT and pool.counters.timed_out == 2
+        assert again.failure.message.endswith("the executor's timeout); its worker was replaced")
 
 
 def test_the_restart_budget_ends_a_pool_whose_replacements_cannot_load(tmp_path):
