@@ -45,8 +45,8 @@ REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv-unit"  # the unit layer's environment, with mutmut added (--setup)
 WORK = REPO / ".mutation"
 EQUIVALENTS = REPO / "scripts" / "mutation-equivalents.txt"
-# What decides what reaches the device, smallest first. The runtimes' doubles (run/reference*.py, run/simulated.py)
-# are left out: they stand in for the device, their own tests are the reference checks.
+# What decides what reaches the device, smallest first, then the pool. The runtimes' doubles (run/reference*.py,
+# run/simulated.py) are left out: they stand in for the device, their own tests are the reference checks.
 MODULES = [
     "paddlex_npu/run/tasks.py",
     "paddlex_npu/devices.py",
@@ -67,6 +67,8 @@ MODULES = [
     "paddlex_npu/om/manifest.py",
     "paddlex_npu/run/gears.py",
     "paddlex_npu/run/runner.py",
+    "paddlex_npu/executor/worker.py",  # the pool: what each input becomes, which worker runs, dies, is replaced
+    "paddlex_npu/executor/pool.py",
 ]
 CAUGHT = {1, 3, 36, -24, 24, 152, 255}  # mutmut's exit codes: killed (1, 3) and timeout
 SURVIVED = {0, 5, 33}  # survived, no tests
@@ -86,7 +88,8 @@ ALSO_COPY = (
 # The modules CI holds to the score (--ci): their tests (the unit layer alone, or ENVIRONMENTS' selection) were
 # measured to catch >= 90% of their mutants, every module of MODULES since 2026-12-04 (docs/testing.md). A module
 # added to MODULES goes in UNGATED until a full run measures it at the score.
-UNGATED: Set[str] = set()
+# The pool (2026-12-05): measured only in a --ci run of the functions its rewrite touched, not yet in a full run.
+UNGATED: Set[str] = {"paddlex_npu/executor/worker.py", "paddlex_npu/executor/pool.py"}
 GATED = [m for m in MODULES if m not in UNGATED]
 CI_SAMPLE = ["paddlex_npu/om/paths.py"]  # CI with no listed module touched: a fixed small sample
 # The modules the unit layer cannot measure: module -> (its environment, a venv relative to the repository, and

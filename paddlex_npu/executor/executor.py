@@ -33,8 +33,11 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 
 from .. import envs
 from ..errors import ExecutorError, Failure, PoolClosedError, WorkerStartError
-from .pool import PoolResult, RestartBudget, WorkerPool
-from .worker import WorkerSpec, thread_env
+from .pool import Outcome, RestartBudget, WorkerInfo, WorkerPool
+from .worker import PADDLEX_METER, WorkerSpec, thread_env
+
+PLAIN_RESULT = "paddlex_npu.paddlex.pipelines:plain_result"  # a PaddleX result as plain data
+STAGE_METER = "paddlex_npu.paddlex.stages:stage_meter"  # the simulated device's counters and the stage times
 
 ItemError = Failure  # why one input failed: type, message, traceback, category (the pool's one failure type)
 
@@ -67,10 +70,10 @@ class ParallelExecutor:
     ``transform``: a picklable function applied to each PaddleX result in the worker (default: plain data,
     ``result.json["res"]``). ``stages``: each item's ``timing`` also holds its pre-processing, model and
     post-processing seconds. ``timeout``: seconds one input may run; its worker is then killed and replaced and
-    the input reported as an error (``RequestTimeout``), not retried. ``restarts``: how many dead workers are
-    replaced per time window (default: 2 per worker per 10 minutes, :class:`~.pool.RestartBudget`).
-    ``prefetch`` is accepted for compatibility: the pool sends a worker its next input as it answers one. Workers
-    start in the constructor; it returns when all are ready.
+    the input reported as an error (``RequestTimeout``), not retried. ``retries``: how many times an input whose
+    worker died runs again (default 1). ``restarts``: how many dead workers are replaced per time window (default:
+    2 per worker per 10 minutes, :class:`~.pool.RestartBudget`). Workers start in the constructor; it returns when
+    all are ready. The pipeline is built by PaddleX in each worker (by dotted path: this layer imports no PaddleX).
     """
 
     def __init__(
@@ -84,7 +87,6 @@ class ParallelExecutor:
         transform: Optional[Callable[[Any], Any]] = None,
         runtime: Optional[str] = None,
         env: Optional[Dict[str, str]] = None,
-        prefetch: int = 2,
         max_pending: Optional[int] = None,
         retries: int = 1,
         start_timeout: float = 900.0,
@@ -101,8 +103,10 @@ class ParallelExecutor:
         worker_env = {**thread_env(len(devices) * workers_per_device), **(env or {})}
         if runtime:
             worker_env[envs.RUNTIME.name] = runtime
+        meter = STAGE_METER if stages else PADDLEX_METER
+        predict = dict(predict_kwargs or {})
         specs = {
-            d: WorkerSpec(pipeline, d, create_kwargs, dict(predict_kwargs or {}), transform, worker_env, stages)
+            d: WorkerSpec(pipeline, d, create_kwargs, predict, transform or PLAIN_RESULT, worker_env, meter=meter)
             for d in devices
         }
         self.size = len(devices) * workers_per_device
@@ -116,7 +120,6 @@ class ParallelExecutor:
             timeout=timeout,
             retries=retries,
             restarts=restarts,
-            spawn=lambda device_id: self._spawn(device_id),
         )
         try:
             self._pool.start(start_timeout)
@@ -129,16 +132,13 @@ class ParallelExecutor:
 
     @property
     def worker_pids(self) -> List[int]:
+        """The pids of the loaded workers."""
         return self._pool.worker_pids
 
     @property
-    def _workers(self) -> List[Any]:
-        """The pool's workers (ready or loading)."""
-        return list(self._pool._workers)
-
-    def _spawn(self, device_id: int) -> Any:
-        """How the pool starts a worker of ``device_id`` (:meth:`~.pool.WorkerPool.start_worker`)."""
-        return self._pool.start_worker(device_id)
+    def workers(self) -> List[WorkerInfo]:
+        """The workers now, loaded or loading (pid, device)."""
+        return self._pool.workers
 
     # ---- running -----------------------------------------------------------------------------------------
     def map(self, inputs: Iterable[Any], predict_kwargs: Optional[Dict[str, Any]] = None) -> Iterator[ItemResult]:
@@ -208,18 +208,20 @@ class ParallelExecutor:
         self.close(force=exc[0] is not None)
 
 
-def _item_result(index: int, item: Any, outcome: Union[PoolResult, BaseException]) -> ItemResult:
+def _item_result(index: int, item: Any, outcome: Union[Outcome, BaseException]) -> ItemResult:
     """The :class:`ItemResult` of one input from its pool outcome."""
-    if not isinstance(outcome, PoolResult):
+    if not isinstance(outcome, Outcome):
         return ItemResult(index, item, error=Failure.of(outcome, with_traceback=False))
-    done = outcome.done
-    result = ItemResult(index, item, worker=outcome.pid, device_id=outcome.device_id, attempts=outcome.attempts)
-    result.timing = done.timing
-    if done.ok:
-        result.results = done.payload
-    else:
-        result.error = done.failure
-    return result
+    return ItemResult(
+        index,
+        item,
+        outcome.results,
+        outcome.failure,
+        outcome.pid,
+        outcome.device_id,
+        outcome.attempts,
+        outcome.timing,
+    )
 
 
 @contextlib.contextmanager

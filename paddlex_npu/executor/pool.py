@@ -8,12 +8,14 @@ the executor depend on (Ray Serve's replica implements it over a pipeline in its
   a future cancelled while it waits (the client went away) never reaches a worker;
 - each worker runs one request at a time; a request running longer than ``timeout`` seconds fails (a
   ``RequestTimeout`` failure, category ``timeout``) and its worker is killed and replaced;
-- a request that ran comes back as a :class:`PoolResult` whose ``done`` holds the results or a
-  :class:`~..errors.Failure`; only admission raises (:class:`~..errors.QueueFullError`,
-  :class:`~..errors.PoolClosedError`);
-- a worker that dies (crash, ``kill -9``, out of memory) is replaced; the request it was running is retried once
-  on another worker when the caller said it is safe, else fails (a ``WorkerCrashed`` failure,
-  :class:`~..errors.WorkerCrashedError`'s category); the other requests are not touched;
+- every request that reached a worker comes back as one flat :class:`Outcome`: its results, or a
+  :class:`~..errors.Failure` and its :class:`~.worker.Cause`, with its timing, the worker's pid and device and
+  the attempts; only admission raises (:class:`~..errors.QueueFullError`, :class:`~..errors.PoolClosedError`),
+  and close fails what still waits (:class:`~..errors.PoolClosedError`);
+- a worker that dies (crash, ``kill -9``, out of memory) is replaced; the request it was running is retried on
+  another worker up to ``retries`` times (default once; ``0`` when inputs are not safe to run twice), then fails
+  (a ``WorkerCrashed`` failure, :class:`~..errors.WorkerCrashedError`'s category); the other requests are not
+  touched;
 - a worker whose input hit a device-fatal error (:class:`~..errors.DeviceLostError`) answers it and exits; it is
   replaced on a fresh process like a crashed one;
 - replacements are limited by a :class:`RestartBudget` (so many per time window, not per lifetime): a pipeline
@@ -43,7 +45,7 @@ from ..errors import (
     WorkerStartError,
 )
 from ..log import logger
-from .worker import Done, Fatal, Ready, Task, WorkerSpec, worker_main
+from .worker import Cause, Done, Fatal, Ready, Task, WorkerSpec, worker_main
 
 DEFAULT_RESTART_WINDOW = 600.0  # seconds
 
@@ -80,15 +82,37 @@ class RestartBudget:
         return len(self._times)
 
 
-@dataclass
-class PoolResult:
-    """A finished request: the worker's :class:`~.worker.Done` (results, or a :class:`~..errors.Failure`), and
-    which worker ran it, how many times."""
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one input: its ``results`` (one per result the pipeline yielded, transformed), or its
+    ``failure`` and ``cause``; its ``timing`` (wall, CPU, the meter's counters); the ``pid`` and ``device_id`` of
+    the worker that answered, and how many workers ran it (``attempts``)."""
 
-    done: Done
+    results: Optional[List[Any]]
+    failure: Optional[Failure]
+    cause: Optional[Cause]
+    timing: Dict[str, float]
     pid: int
     device_id: int
     attempts: int
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @classmethod
+    def of(cls, done: Done, pid: int, device_id: int, attempts: int) -> Outcome:
+        """The outcome of a worker's answer."""
+        return cls(done.results, done.failure, done.cause, done.timing, pid, device_id, attempts)
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One worker of a pool: its pid (0 while it loads), device, and whether it is loaded."""
+
+    pid: int
+    device_id: int
+    ready: bool
 
 
 @dataclass
@@ -114,7 +138,10 @@ class PoolStatus:
 
 
 class Pool(Protocol):
-    """What ``serve``, Ray Serve and the executor need of a pool (:class:`WorkerPool`, Ray Serve's replica)."""
+    """What ``serve``, Ray Serve and the executor need of a pool (:class:`WorkerPool`, Ray Serve's replica):
+    ``submit`` returns a future of an :class:`Outcome` or raises :class:`~..errors.QueueFullError` /
+    :class:`~..errors.PoolClosedError`; ``status`` is the pool's state now. Timeouts and retries are the
+    implementation's own settings (a replica cannot kill its own device call; Ray Serve replaces it)."""
 
     size: int
 
@@ -123,8 +150,6 @@ class Pool(Protocol):
         item: Any,
         kwargs: Optional[Dict[str, Any]] = None,
         transform_kwargs: Optional[Dict[str, Any]] = None,
-        retry_safe: bool = True,
-        timeout: Optional[float] = None,
     ) -> Future: ...
 
     @property
@@ -140,8 +165,6 @@ class _Job:
     kwargs: Optional[Dict[str, Any]]
     transform_kwargs: Optional[Dict[str, Any]]
     future: Future
-    retry_safe: bool
-    timeout: Optional[float]
     attempts: int = 0
 
 
@@ -154,7 +177,7 @@ class _Worker:
     pid: int = 0
     job: Optional[_Job] = None
     started: float = 0.0  # when its job was sent
-    lost: str = ""  # its device context is lost: it exits after answering
+    ending: str = ""  # why it exits: its device context is lost (after answering), or it could not load
 
 
 @dataclass
@@ -178,16 +201,17 @@ class WorkerPool:
         timeout: Optional[float] = None,
         retries: int = 1,
         restarts: Optional[RestartBudget] = None,
-        spawn: Optional[Callable[[int], Any]] = None,
     ) -> None:
-        """``spawn``: what starts a worker of a device (default :meth:`start_worker`; the executor names its own,
-        which calls it)."""
+        """``timeout``: seconds one input may run (``None``: no limit); ``retries``: how many times an input whose
+        worker died runs again; ``restarts``: the replacements allowed (default 2 per worker per 10 minutes)."""
         if workers_per_device < 1 or not specs:
             raise ValueError(f"need a device and at least one worker per device, got {workers_per_device}")
         if max_queue < 0:
             raise ValueError(f"max_queue must be >= 0, got {max_queue}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
         self.specs = dict(specs)
         self.size = len(self.specs) * workers_per_device
         self.workers_per_device = workers_per_device
@@ -204,7 +228,6 @@ class WorkerPool:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._thread: Optional[threading.Thread] = None
-        self._spawn = spawn or self.start_worker
 
     # ---- life cycle ---------------------------------------------------------------------------------------
     def start(self, timeout: float = 900.0) -> None:
@@ -213,7 +236,7 @@ class WorkerPool:
         try:
             for device_id in self.specs:
                 for _ in range(self.workers_per_device):
-                    self._workers.append(self._spawn(device_id))
+                    self._workers.append(self._start_worker(device_id))
             end = time.monotonic() + timeout
             for w in self._workers:
                 left = end - time.monotonic()
@@ -233,9 +256,8 @@ class WorkerPool:
 
     def _start_failure(self, w: _Worker, msg: Any) -> str:
         if isinstance(msg, Fatal):
-            cause = msg.text.strip().splitlines()[-1] if msg.text.strip() else "no error text"
-            head = f"a worker on npu:{w.device_id} could not create the pipeline: {cause}"
-            return f"{head}\nthe worker's traceback:\n{msg.text.rstrip()}\n{cause}"
+            head = f"a worker on npu:{w.device_id} could not create the pipeline: {msg.cause}"
+            return f"{head}\nthe worker's traceback:\n{msg.text.rstrip()}\n{msg.cause}"
         w.process.join(5)
         return (
             f"a worker on npu:{w.device_id} could not create the pipeline: it exited with code {w.process.exitcode} "
@@ -271,10 +293,8 @@ class WorkerPool:
         item: Any,
         kwargs: Optional[Dict[str, Any]] = None,
         transform_kwargs: Optional[Dict[str, Any]] = None,
-        retry_safe: bool = True,
-        timeout: Optional[float] = None,
     ) -> Future:
-        """A future of a :class:`PoolResult` for ``pipeline.predict(item, **kwargs)`` in a worker. Raises
+        """A future of an :class:`Outcome` for ``pipeline.predict(item, **kwargs)`` in a worker. Raises
         :class:`QueueFullError` when ``max_queue`` requests already wait, :class:`PoolClosedError` when closing."""
         future: Future = Future()
         with self._lock:
@@ -293,7 +313,7 @@ class WorkerPool:
                     f"{len(self._queue)} requests are waiting for a worker (the server's --max-queue is "
                     f"{self.max_queue}): retry later or on another server"
                 )
-            job = _Job(next(self._ids), item, kwargs, transform_kwargs, future, retry_safe, timeout or self.timeout)
+            job = _Job(next(self._ids), item, kwargs, transform_kwargs, future)
             self._queue.append(job)
         self._wake()
         return future
@@ -313,12 +333,18 @@ class WorkerPool:
             )
 
     @property
-    def worker_pids(self) -> List[int]:
+    def workers(self) -> List[WorkerInfo]:
+        """The pool's workers now, loaded or loading."""
         with self._lock:
-            return [w.pid for w in self._workers if w.ready]
+            return [WorkerInfo(w.pid, w.device_id, w.ready) for w in self._workers]
+
+    @property
+    def worker_pids(self) -> List[int]:
+        """The pids of the loaded workers."""
+        return [w.pid for w in self.workers if w.ready]
 
     # ---- the supervisor -----------------------------------------------------------------------------------
-    def start_worker(self, device_id: int) -> _Worker:
+    def _start_worker(self, device_id: int) -> _Worker:
         """Start one worker process for ``device_id`` (it loads its pipeline, then says :class:`~.worker.Ready`)."""
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
@@ -374,13 +400,13 @@ class WorkerPool:
     def _next_deadline(self) -> float:
         now, soonest = time.monotonic(), 1.0
         for w in self._workers:
-            if w.job is not None and w.job.timeout:
-                soonest = min(soonest, max(0.0, w.started + w.job.timeout - now))
+            if w.job is not None and self.timeout:
+                soonest = min(soonest, max(0.0, w.started + self.timeout - now))
         return soonest
 
     def _dispatch(self) -> None:
         for w in self._workers:
-            if not (w.ready and w.job is None) or w.lost:
+            if not (w.ready and w.job is None) or w.ending:
                 continue
             while self._queue:
                 job = self._queue.popleft()
@@ -413,14 +439,14 @@ class WorkerPool:
                 w.ready, w.pid = True, msg.pid
                 logger.info("pool: a new worker (pid %d) on npu:%d is ready", msg.pid, w.device_id)
             elif isinstance(msg, Fatal):
-                self._last_error = msg.text.strip().splitlines()[-1] if msg.text.strip() else "a worker failed"
+                self._last_error = w.ending = f"a replacement on npu:{w.device_id} could not load: {msg.cause}"
                 logger.error("a replacement worker on npu:%d could not load the pipeline:\n%s", w.device_id, msg.text)
             elif isinstance(msg, Done) and w.job is not None and msg.key == w.job.id:
                 job, w.job = w.job, None
-                if msg.failure is not None and msg.failure.device_lost:
-                    w.lost = f"npu:{w.device_id} lost its device context ({msg.failure.message})"
+                if msg.cause is Cause.DEVICE_LOST:
+                    w.ending = f"npu:{w.device_id} lost its device context ({msg.failure.message})"
                 if not job.future.done():
-                    job.future.set_result(PoolResult(msg, w.pid, w.device_id, job.attempts))
+                    job.future.set_result(Outcome.of(msg, w.pid, w.device_id, job.attempts))
         self._dead(w)
 
     def _dead(self, w: _Worker, timed_out: str = "") -> None:
@@ -430,25 +456,25 @@ class WorkerPool:
         self._workers.remove(w)
         w.conn.close()
         job = w.job
-        why = w.lost or f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {w.process.exitcode}"
+        why = w.ending or f"the worker (pid {w.pid}, npu:{w.device_id}) exited with code {w.process.exitcode}"
         if not timed_out:
             self.counters.crashed += 1
-            self._last_error = w.lost or self._last_error or why
+            self._last_error = w.ending or self._last_error or why
             retried = job is not None and self._can_retry(job)
             logger.warning("%s%s; it is replaced", why, "; its request is retried" if retried else "")
         if job is not None and not job.future.done():
             if timed_out:
                 failure = Failure("RequestTimeout", timed_out, "", RequestTimeoutError.category)
-                job.future.set_result(PoolResult(Done(job.id, False, failure), w.pid, w.device_id, job.attempts))
+                job.future.set_result(Outcome(None, failure, Cause.TIMED_OUT, {}, w.pid, w.device_id, job.attempts))
             elif self._can_retry(job):
                 self.counters.retried += 1
                 self._queue.appendleft(job)
             else:
                 text = f"{why} while running this input, {job.attempts} time(s); retry it"
                 failure = Failure("WorkerCrashed", text, "", WorkerCrashedError.category)
-                job.future.set_result(PoolResult(Done(job.id, False, failure), w.pid, w.device_id, job.attempts))
+                job.future.set_result(Outcome(None, failure, Cause.CRASHED, {}, w.pid, w.device_id, job.attempts))
         if self.restarts.take():
-            self._workers.append(self._spawn(w.device_id))
+            self._workers.append(self._start_worker(w.device_id))
             return
         self._last_error = (
             f"npu:{w.device_id} lost a worker ({why}) and the restart budget ({self.restarts.limit} per "
@@ -461,24 +487,24 @@ class WorkerPool:
             self._queue.clear()
 
     def _can_retry(self, job: _Job) -> bool:
-        return job.retry_safe and job.attempts <= self.retries
+        return job.attempts <= self.retries
 
     def _expire_timeouts(self) -> None:
         now = time.monotonic()
         for w in list(self._workers):
             job = w.job
-            if job is not None and job.timeout and now - w.started > job.timeout:
+            if job is not None and self.timeout and now - w.started > self.timeout:
                 self.counters.timed_out += 1
                 logger.warning(
                     "a request ran over %.3g s on worker %d (npu:%d): the worker is replaced",
-                    job.timeout,
+                    self.timeout,
                     w.pid,
                     w.device_id,
                 )
                 w.process.kill()
                 self._dead(
                     w,
-                    f"the input ran over the timeout of {job.timeout:g} s (serve's --request-timeout, the executor's "
+                    f"the input ran over the timeout of {self.timeout:g} s (serve's --request-timeout, the executor's "
                     "timeout); its worker was replaced",
                 )
 

@@ -1,41 +1,78 @@
-"""The worker process of the executor and of ``serve`` (one supervised pool, :mod:`.pool`): one PaddleX pipeline
-(its own sessions) on one device, one input at a time, answering over a pipe. The messages are the dataclasses
-below: to the worker :class:`Task` or ``None`` (stop); from it :class:`Ready`, :class:`Fatal` (the pipeline did
-not load) and :class:`Done` (one per task, in order). A task whose error is device-fatal
-(:class:`~..errors.DeviceLostError`) is answered, then the worker exits: its supervisor starts a fresh process.
+"""The worker process of the executor and of ``serve`` (one supervised pool, :mod:`.pool`): one pipeline (its own
+sessions) on one device, one input at a time, answering over a pipe. It knows nothing of PaddleX or the simulator:
+its :class:`WorkerSpec` names the *factory* that builds the pipeline (PaddleX's by default, by dotted path) and the
+*meter* whose counters each input's timing adds. The messages are the dataclasses below: to the worker
+:class:`Task` or ``None`` (stop); from it :class:`Ready`, :class:`Fatal` (the pipeline did not load) and
+:class:`Done` (one per task, in order). A task whose error is device-fatal (:class:`~..errors.DeviceLostError`) is
+answered, then the worker exits: its supervisor starts a fresh process.
 
-:func:`run_one` is the public entry for a runner that holds the pipeline in its own process (Ray Serve's
-replica): the same call, transform, timing and :class:`~..errors.Failure` as a worker's."""
+:class:`Runner` is the public entry for a caller that holds the pipeline in its own process (Ray Serve's replica):
+the same call, transform, timing and :class:`~..errors.Failure` as a worker's."""
 
 from __future__ import annotations
 
+import enum
+import importlib
 import os
 import signal
 import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..errors import Failure
 from ..log import configure_from_environment
 
+# The defaults of a PaddleX worker, by dotted path (``module:name``) so that this layer imports no PaddleX.
+PADDLEX_FACTORY = "paddlex_npu.paddlex.pipelines:create_on_device"
+PADDLEX_METER = "paddlex_npu.paddlex.stages:device_meter"  # the simulated device's counters
+Hook = Union[str, Callable[..., Any]]
+Reading = Callable[[], Dict[str, float]]
+
+
+def resolve(hook: Optional[Hook]) -> Optional[Callable[..., Any]]:
+    """The callable a hook names: itself, or the attribute ``name`` of module ``module`` for ``"module:name"``."""
+    if hook is None or callable(hook):
+        return hook
+    module, sep, name = hook.partition(":")
+    if not sep or not module or not name or ":" in name:
+        raise ValueError(f"a hook is a callable or 'module:name', got {hook!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 @dataclass
 class WorkerSpec:
-    """What a worker needs to build its pipeline (picklable: sent to a spawned process)."""
+    """What a worker needs to build its pipeline (picklable: sent to a spawned process).
 
-    pipeline: Union[str, Dict[str, Any]]
+    ``factory(pipeline, device_id, create_kwargs)`` returns an object whose ``predict(item, **kwargs)`` yields
+    results; ``transform(result, **transform_kwargs)`` turns each into what is sent back (default: as it is);
+    ``wrap(pipeline, device_id)`` runs once it is loaded; ``meter(pipeline)`` returns a reading of cumulative
+    counters (``{name: value}``) whose change over an input joins its timing. Hooks are callables that pickle
+    (module-level functions) or ``"module:name"``; ``env`` is set before anything is imported or built."""
+
+    pipeline: Any
     device_id: int
     create_kwargs: Optional[Dict[str, Any]] = None
     predict_kwargs: Dict[str, Any] = field(default_factory=dict)
-    transform: Optional[Callable[[Any], Any]] = None
+    transform: Optional[Hook] = None
     env: Dict[str, str] = field(default_factory=dict)
-    stages: bool = False  # time each predictor's pre-processing / model / post-processing (paddlex/stages.py)
-    wrap: Optional[Callable[[Any, int], Any]] = None  # (pipeline, device_id) -> pipeline, once it is loaded
+    factory: Hook = PADDLEX_FACTORY
+    meter: Optional[Hook] = PADDLEX_METER
+    wrap: Optional[Hook] = None
 
 
-@dataclass
+class Cause(enum.Enum):
+    """Why an input has no results."""
+
+    RAISED = "raised"  # the pipeline (or the transform) raised; the worker goes on
+    DEVICE_LOST = "device_lost"  # it raised a device-fatal error: answered, then the worker is replaced
+    UNSENDABLE = "unsendable"  # the results do not pickle
+    CRASHED = "crashed"  # the worker died while running it (retried once when safe)
+    TIMED_OUT = "timed_out"  # it ran over the timeout: its worker was killed and replaced
+
+
+@dataclass(frozen=True)
 class Task:
     """Run ``pipeline.predict(item, **predict_kwargs, **kwargs)``; ``key`` comes back in :class:`Done`;
     ``transform_kwargs`` are passed to the transform of each result (e.g. whether to bring images back)."""
@@ -46,34 +83,35 @@ class Task:
     transform_kwargs: Optional[Dict[str, Any]] = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ready:
     """The pipeline is loaded; the worker takes tasks."""
 
     pid: int
 
 
-@dataclass
+@dataclass(frozen=True)
 class Fatal:
     """The pipeline did not load: the worker's traceback (its last line names the cause) and the worker exits."""
 
     pid: int
     text: str
 
+    @property
+    def cause(self) -> str:
+        """The traceback's last line: the exception's type and text."""
+        return self.text.strip().splitlines()[-1]
 
-@dataclass
+
+@dataclass(frozen=True)
 class Done:
-    """One task's outcome: ``payload`` is the list of transformed results (``ok``), else the
-    :class:`~..errors.Failure` of the error the pipeline raised."""
+    """One task's outcome: the transformed ``results``, or the ``failure`` and its ``cause``; the timing."""
 
     key: Any
-    ok: bool
-    payload: Any
+    results: Optional[List[Any]] = None
+    failure: Optional[Failure] = None
+    cause: Optional[Cause] = None
     timing: Dict[str, float] = field(default_factory=dict)
-
-    @property
-    def failure(self) -> Optional[Failure]:
-        return None if self.ok else self.payload
 
 
 # The thread pools of the libraries a pipeline runs on (OpenMP, OpenBLAS, MKL, OpenCV's parallel_for): each sizes
@@ -92,44 +130,51 @@ def thread_env(workers: int, cores: Optional[int] = None, environ: Optional[Dict
     return {name: threads for name in THREAD_VARIABLES if name not in environ}
 
 
-def _sim_stats() -> Dict[str, float]:
-    from ..run import simulated
+class Runner:
+    """A loaded pipeline answering one input at a time: ``predict`` with the spec's and the call's keywords, the
+    transform of each result, the failure of what raised, the timing (wall, CPU, and the meter's counters)."""
 
-    return simulated.stats()
+    def __init__(
+        self,
+        pipeline: Any,
+        transform: Optional[Callable[..., Any]] = None,
+        predict_kwargs: Optional[Dict[str, Any]] = None,
+        read: Optional[Reading] = None,
+    ) -> None:
+        self.pipeline, self.transform, self.read = pipeline, transform, read
+        self.predict_kwargs = dict(predict_kwargs or {})
+
+    def run(
+        self,
+        item: Any,
+        kwargs: Optional[Dict[str, Any]] = None,
+        transform_kwargs: Optional[Dict[str, Any]] = None,
+        key: Any = None,
+    ) -> Done:
+        before = self.read() if self.read else {}
+        t0, c0 = time.perf_counter(), time.process_time()
+        results, failure, cause = None, None, None
+        try:
+            extra = transform_kwargs or {}
+            predicted = self.pipeline.predict(item, **{**self.predict_kwargs, **(kwargs or {})})
+            results = [self.transform(r, **extra) if self.transform else r for r in predicted]
+        except Exception as exc:  # reported for this input; the worker goes on with the next (unless device-fatal)
+            failure = Failure.of(exc)
+            cause = Cause.DEVICE_LOST if failure.device_lost else Cause.RAISED
+        timing = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+        after = self.read() if self.read else {}
+        timing.update({name: value - before.get(name, 0) for name, value in after.items()})
+        return Done(key, results, failure, cause, timing)
 
 
-def run_one(
-    pipeline: Any,
-    spec: WorkerSpec,
-    item: Any,
-    kwargs: Optional[Dict[str, Any]] = None,
-    transform_kwargs: Optional[Dict[str, Any]] = None,
-    clock: Any = None,
-    key: Any = None,
-) -> Done:
-    """One input through ``pipeline``: a :class:`Done` holding the transformed results, or the
-    :class:`~..errors.Failure` of what the pipeline raised, and the timing (wall, CPU, simulated device, stages)."""
-    transform = spec.transform
-    stages0 = clock.totals() if clock is not None else {}
-    t0, c0, s0 = time.perf_counter(), time.process_time(), _sim_stats()
-    merged = {**spec.predict_kwargs, **(kwargs or {})}
-    try:
-        extra = transform_kwargs or {}
-        results = [transform(r, **extra) if transform else r for r in pipeline.predict(item, **merged)]
-        ok, payload = True, results
-    except Exception as exc:  # reported for this input; the worker goes on with the next (unless device-fatal)
-        ok, payload = False, Failure.of(exc)
-    s1 = _sim_stats()
-    timing = {
-        "seconds": time.perf_counter() - t0,
-        "cpu_seconds": time.process_time() - c0,
-        **{
-            f"sim_{k}": s1[k] - s0[k]
-            for k in ("calls", "computed", "device_ms", "replay_ms", "compute_ms", "transfer_ms")
-        },
-        **{k: v - stages0[k] for k, v in (clock.totals() if clock is not None else {}).items()},
-    }
-    return Done(key, ok, payload, timing)
+def load(spec: WorkerSpec) -> Runner:
+    """Build the spec's pipeline on its device: factory, wrap, meter and transform resolved."""
+    factory, wrap, meter = resolve(spec.factory), resolve(spec.wrap), resolve(spec.meter)
+    pipeline = factory(spec.pipeline, spec.device_id, spec.create_kwargs)
+    if wrap is not None:
+        pipeline = wrap(pipeline, spec.device_id)
+    read = meter(pipeline) if meter is not None else None
+    return Runner(pipeline, resolve(spec.transform), spec.predict_kwargs, read)
 
 
 def _die_with_parent(parent: int, every: float = 1.0) -> None:
@@ -154,26 +199,15 @@ def worker_main(conn: Any, spec: WorkerSpec) -> None:
     os.environ.update(spec.env)
     try:
         configure_from_environment()  # log as the program that started us (the CLI); nothing if none configured
-        from ..paddlex.pipelines import create_on_device, plain_result
-
-        if spec.transform is None:
-            spec.transform = plain_result
-        pipeline = create_on_device(spec.pipeline, spec.device_id, spec.create_kwargs)
-        if spec.wrap is not None:
-            pipeline = spec.wrap(pipeline, spec.device_id)
-        clock = None
-        if spec.stages:
-            from ..paddlex.stages import instrument
-
-            clock = instrument(pipeline)
+        runner = load(spec)
     except BaseException:
         conn.send(Fatal(os.getpid(), traceback.format_exc()))
         return
     conn.send(Ready(os.getpid()))
-    _serve_tasks(conn, pipeline, spec, clock)
+    _serve_tasks(conn, runner)
 
 
-def _serve_tasks(conn: Any, pipeline: Any, spec: WorkerSpec, clock: Any) -> None:
+def _serve_tasks(conn: Any, runner: Runner) -> None:
     """Answer tasks until ``None``, the parent's end, or a device-fatal error (answered, then the worker exits
     without touching the lost context again)."""
     while True:
@@ -183,15 +217,16 @@ def _serve_tasks(conn: Any, pipeline: Any, spec: WorkerSpec, clock: Any) -> None
             break
         if msg is None:
             break
-        done = run_one(pipeline, spec, msg.item, msg.kwargs, msg.transform_kwargs, clock, msg.key)
+        done = runner.run(msg.item, msg.kwargs, msg.transform_kwargs, msg.key)
         try:
             conn.send(done)
         except Exception as exc:  # e.g. a result that does not pickle: report it as this input's error
             text = f"the result could not be sent to the parent ({exc}); pass a transform that returns plain data"
-            conn.send(Done(msg.key, False, Failure(type(exc).__name__, text, traceback.format_exc()), done.timing))
-        if done.failure is not None and done.failure.device_lost:
+            failure = Failure(type(exc).__name__, text, traceback.format_exc())
+            conn.send(Done(msg.key, None, failure, Cause.UNSENDABLE, done.timing))
+        if done.cause is Cause.DEVICE_LOST:
             return  # the process exits; its supervisor starts a fresh one
     try:
-        pipeline.close()
+        runner.pipeline.close()
     except Exception:
         pass

@@ -77,6 +77,27 @@ def instrument(pipeline: Any) -> StageClock:
     return clock
 
 
+SIMULATED = ("calls", "computed", "device_ms", "replay_ms", "compute_ms", "transfer_ms")
+
+
+def device_meter(pipeline: Any) -> Callable[[], Dict[str, float]]:
+    """The executor's default meter (``WorkerSpec.meter``): this process's simulated-device counters, as
+    ``sim_<name>`` (zeros on another runtime)."""
+    from ..run import simulated
+
+    def read() -> Dict[str, float]:
+        stats = simulated.stats()
+        return {f"sim_{name}": stats[name] for name in SIMULATED}
+
+    return read
+
+
+def stage_meter(pipeline: Any) -> Callable[[], Dict[str, float]]:
+    """:func:`device_meter` and the stage times of :func:`instrument` (the executor's ``stages=True``)."""
+    clock, device = instrument(pipeline), device_meter(pipeline)
+    return lambda: {**device(), **clock.totals()}
+
+
 def _start_process(clock: StageClock, original: Callable[..., Any]) -> Callable[..., Any]:
     def process(*args: Any, **kwargs: Any) -> Any:
         clock._mark, clock._mark_is_start = time.perf_counter(), True

@@ -9,15 +9,16 @@ config; a request is answered by one replica, one pipeline call at a time (the d
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import ray
 from pydantic import BaseModel, ConfigDict
 from ray import serve
 
-from ..errors import ConfigError
+from ..errors import ConfigError, PoolClosedError
 from .devices import assigned_device_id, require_npus
 from .metrics import instrument
 
@@ -34,69 +35,73 @@ if tuple(int(p) for p in ray.__version__.split(".")[:2]) < MIN_RAY:
 
 
 class ReplicaPool:
-    """The :class:`~..executor.pool.Pool` of ``serve``'s app (``submit`` -> a future of a
-    :class:`~..executor.pool.PoolResult`, ``status``, ``size``) over one pipeline in this replica's process, one
-    call at a time. Ray Serve is the supervisor here: it restarts a dead replica and queues per replica
-    (``max_ongoing_requests``)."""
+    """The :class:`~..executor.pool.Pool` of ``serve``'s app (``submit`` -> a future of an
+    :class:`~..executor.pool.Outcome`, ``status``, ``size``) over one pipeline in this replica's process, one call
+    at a time. Ray Serve is the supervisor here: it queues per replica (``max_ongoing_requests``) and replaces a
+    replica that dies or fails its health check. There is no per-request timeout (a device call cannot be stopped
+    from its own process; Serve's ``request_timeout_s`` answers the client) and no retry (a crash ends the replica
+    with its requests). After a lost device the pool takes no more requests, says so in ``status`` (not ready,
+    ``last_error``) and :meth:`PipelineReplica.check_health` fails, so Serve replaces the replica."""
 
     size = 1
 
-    def __init__(self, pipeline: Any, device_id: int) -> None:
-        self.pipeline = pipeline
-        self.device_id = device_id
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="paddlex-npu-replica")
-
-    def submit(
-        self,
-        item: Any,
-        kwargs: Optional[Dict[str, Any]] = None,
-        transform_kwargs: Optional[Dict[str, Any]] = None,
-        retry_safe: bool = True,
-        timeout: Optional[float] = None,
-    ) -> Future:
-        return self._thread.submit(self._predict, item, kwargs or {}, transform_kwargs or {})
-
-    def _predict(self, item: Any, kwargs: Dict[str, Any], transform_kwargs: Dict[str, Any]) -> Any:
-        from ..executor.pool import PoolResult
-        from ..executor.worker import WorkerSpec, run_one
+    def __init__(self, pipeline: Any, device_id: int, read: Optional[Callable[[], Dict[str, float]]] = None) -> None:
+        from ..executor.worker import Runner
         from ..serve.workers import serve_result
 
-        spec = WorkerSpec(None, self.device_id, transform=serve_result)
-        return PoolResult(run_one(self.pipeline, spec, item, kwargs, transform_kwargs), os.getpid(), self.device_id, 1)
+        self.device_id = device_id
+        self.lost = ""  # why the device path is lost, once it is
+        self._runner = Runner(pipeline, serve_result, read=read)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="paddlex-npu-replica")
+        self._lock = threading.Lock()
+        self._pending: Set[Future] = set()
+        self._running = 0
+        self._closing = False
+
+    def submit(
+        self, item: Any, kwargs: Optional[Dict[str, Any]] = None, transform_kwargs: Optional[Dict[str, Any]] = None
+    ) -> Future:
+        with self._lock:
+            if self._closing or self.lost:
+                why = f"the replica's device path is lost ({self.lost})" if self.lost else "the replica is stopping"
+                raise PoolClosedError(f"{why}; Serve replaces it: retry")
+            future = self._thread.submit(self._run, item, kwargs, transform_kwargs)
+            self._pending.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def _run(self, item: Any, kwargs: Optional[Dict[str, Any]], transform_kwargs: Optional[Dict[str, Any]]) -> Any:
+        from ..executor.pool import Outcome
+        from ..executor.worker import Cause
+
+        with self._lock:
+            self._running += 1
+        try:
+            done = self._runner.run(item, kwargs, transform_kwargs)
+        finally:
+            with self._lock:
+                self._running -= 1
+        if done.cause is Cause.DEVICE_LOST:
+            self.lost = f"{done.failure.type}: {done.failure.message}"
+        return Outcome.of(done, os.getpid(), self.device_id, 1)
 
     @property
     def status(self) -> Any:
         from ..executor.pool import PoolStatus
 
-        return PoolStatus(size=1, ready=1, starting=0, busy=0, queued=0, restarts=0, closing=False)
+        with self._lock:
+            busy, waiting = self._running, len(self._pending) - self._running
+            ready = 0 if self._closing or self.lost else 1
+            return PoolStatus(1, ready, 0, busy, max(0, waiting), 0, self._closing, self.lost)
 
     def close(self, wait: bool = True) -> None:
+        with self._lock:
+            self._closing = True
         self._thread.shutdown(wait=wait, cancel_futures=not wait)
-
-
-class WatchedPool:
-    """The replica's pool as the app sees it, watched: an answer whose failure is a lost device marks the replica
-    broken, so that :meth:`PipelineReplica.check_health` fails and Serve replaces the replica (the answer itself
-    goes out first)."""
-
-    def __init__(self, pool: Any) -> None:
-        self.pool = pool
-        self.broken: Optional[str] = None
-
-    def submit(self, *args: Any, **kwargs: Any) -> Future:
-        future = self.pool.submit(*args, **kwargs)
-        future.add_done_callback(self._seen)
-        return future
-
-    def _seen(self, future: Future) -> None:
-        if future.cancelled() or future.exception() is not None:
-            return
-        failure = getattr(getattr(future.result(), "done", None), "payload", None)
-        if getattr(failure, "device_lost", False):
-            self.broken = f"{failure.type}: {failure.message}"
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.pool, name)
 
 
 @serve.ingress()
@@ -115,6 +120,7 @@ class PipelineReplica:
     ) -> None:
         os.environ.update(env or {})
         from ..paddlex.pipelines import pipeline_on_device
+        from ..paddlex.stages import device_meter
         from ..serve.settings import AppSettings
 
         given = {"max_body_bytes": max_body_bytes, "max_image_pixels": max_image_pixels}
@@ -123,12 +129,12 @@ class PipelineReplica:
         self.config = config
         self.device_id = assigned_device_id()
         pipeline = instrument(pipeline_on_device(config, self.device_id, runtime), self.device_id)
-        self.pool = WatchedPool(ReplicaPool(pipeline, self.device_id))
+        self.pool = ReplicaPool(pipeline, self.device_id, device_meter(pipeline))
 
     def check_health(self) -> None:
         """Serve's health check (every ``health_check_period_s``): fails once the device path is lost."""
-        if self.pool.broken:
-            raise RuntimeError(f"the replica's device path is lost ({self.pool.broken}): Serve replaces it")
+        if self.pool.lost:
+            raise RuntimeError(f"the replica's device path is lost ({self.pool.lost}): Serve replaces it")
 
     def __serve_build_asgi_app__(self) -> Any:
         from ..serve.app import create_app

@@ -68,20 +68,20 @@ class WorkerPipeline:
         if call is not None:
             call.future = future
         try:
-            done = await asyncio.wrap_future(future)
+            outcome = await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             if call is not None and call.gone:
                 raise RequestRefusedError(_GONE, "client_gone") from None
             raise
-        failure = done.done.failure
+        failure = outcome.failure
         if failure is not None:
             if failure.category != "input":
-                logger.error("serve: the pipeline failed in worker %d:\n%s", done.pid, failure.traceback or failure)
+                logger.error("serve: the pipeline failed in worker %d:\n%s", outcome.pid, failure.traceback or failure)
             raise WorkerFailureError(failure)
-        for item in done.done.payload:
+        for item in outcome.results:
             if isinstance(item, dict) and item.keys() == {"error"}:  # PaddleX's answer to settings it cannot take
                 raise RequestRefusedError(f"PaddleX: {item['error']}")
-        return done.done.payload
+        return outcome.results
 
     async def call(self, func: Callable, *args: Any, **kwargs: Any) -> Any:
         return await paddlex_serving.call_async(func, *args, **kwargs)

@@ -21,7 +21,7 @@ def test_an_input_over_the_timeout_is_an_error_and_the_stream_goes_on(asset_root
     stuck.write_bytes(images["english"].read_bytes())
     inputs = [str(images["english"]), str(stuck), str(images["english"])]
     config = assets.ocr_pipeline_config(asset_root / "om")
-    with ParallelExecutor(config, runtime="reference", transform=_slow_on_marker, timeout=8.0, prefetch=1) as ex:
+    with ParallelExecutor(config, runtime="reference", transform=_slow_on_marker, timeout=8.0) as ex:
         first = ex.worker_pids
         t0 = time.monotonic()
         results = list(ex.map(inputs))

@@ -55,7 +55,7 @@ def test_two_devices_give_the_in_process_results_in_order(spread, npu_pipeline, 
         assert type(r) is type(expected)  # PaddleX's result object, with its methods (print, save_to_img, ...)
         assert r["rec_texts"] == expected["rec_texts"] and r["rec_boxes"].tolist() == expected["rec_boxes"].tolist()
     executor = spread._executor.executor
-    assert sorted(w.device_id for w in executor._workers) == [0, 1]
+    assert sorted(w.device_id for w in executor.workers) == [0, 1]
     assert all(_busy_until(locks / f"npu{d}.lock") > 0 for d in (0, 1))  # each simulated device ran calls
 
 
@@ -83,7 +83,7 @@ def test_close_stops_the_workers(asset_root, locks, monkeypatch):
         use_hpip=True,
         hpi_config={"backend": "om", "backend_config": {"runtime": "simulated"}},
     )
-    processes = [w.process for w in pipeline._executor.executor._workers]
-    assert len(processes) == 2 and all(p.is_alive() for p in processes)
+    pids = pipeline._executor.executor.worker_pids
+    assert len(pids) == 2 and all(os.path.exists(f"/proc/{p}") for p in pids)
     pipeline.close()
-    assert not any(p.is_alive() for p in processes)
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids)  # stopped and reaped

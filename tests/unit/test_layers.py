@@ -320,3 +320,31 @@ def test_no_import_circles():
     that closes a loop hides a layering mistake rather than fixing it."""
     loops = circles(import_graph())
     assert not loops, "\n".join(" -> ".join(loop) for loop in loops)
+
+
+def imported_names(name: str, path: Path):
+    """What each import statement of a module reaches, function-level ones included: the module, and for ``from
+    X import y`` also ``X.y`` (``from ..run import simulated`` reaches ``paddlex_npu.run.simulated``)."""
+    yield from imports(name, path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + [node.module])
+            yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def test_the_executor_imports_neither_paddlex_nor_the_simulator():
+    """The pool knows nothing of PaddleX or the simulator: no module of ``executor`` imports PaddleX, paddlex-npu's
+    PaddleX layer or the simulated device, at any level (function-level imports included); its workers reach
+    them through the factory and meter their spec names."""
+    banned = ("paddlex", "paddle", "paddleocr", "paddlex_npu.paddlex", "paddlex_npu.run.simulated")
+    found = [
+        f"{name} imports {target}"
+        for name, path in modules()
+        if layer_of(name) == "executor"
+        for target in imported_names(name, path)
+        if any(target == b or target.startswith(b + ".") for b in banned)
+    ]
+    assert not found, found
+    assert any(layer_of(name) == "executor" for name, _ in modules())  # the check saw the layer
