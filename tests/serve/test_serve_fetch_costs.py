@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from tests.http_client import call
 from tests.serve.conftest import rss_peak
 from tests.serve.internal_host import bombs
-from tests.serve.test_serve_guard import _call, _ocr_url, guarded  # noqa: F401  (the module's server)
+from tests.serve.test_serve_guard import _ocr_url, guarded  # noqa: F401  (the module's server)
 
 LIMIT = 8 * 1024 * 1024  # guarded's --max-body-mb (its URL limit)
 SLACK = 16 * 1024 * 1024  # what one request may cost beyond the bytes it brings (parsing, buffers)
@@ -25,12 +26,12 @@ def _health_while(server, work):
     def probe():
         while not done.is_set():
             start = time.monotonic()
-            status, _ = _call(server["url"] + "/health", context=server["context"], timeout=10)
+            status, _ = call(server["url"] + "/health", context=server["context"], timeout=10)
             slowest[0] = max(slowest[0], time.monotonic() - start)
             assert status == 200
             done.wait(0.02)
 
-    _call(server["url"] + "/health", context=server["context"], timeout=10)  # warm: the server's first answer
+    call(server["url"] + "/health", context=server["context"], timeout=10)  # warm: the server's first answer
     thread = threading.Thread(target=probe, daemon=True)
     thread.start()
     try:
