@@ -3,12 +3,16 @@ paddle2onnx 2.x (in an export environment, :mod:`.export_env`); check the ONNX a
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.util
+import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -62,6 +66,20 @@ def _load_p2o_export():
     return module.export
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 pointed at 2 for the block (C and C++ code that writes to stdout included)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)  # what the C library buffered for fd 1 goes out before it is restored
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def export_onnx(model_dir: Path, dst: Path) -> Path:
     """Export ``inference.pdmodel``/``.pdiparams`` to ``dst`` with paddle2onnx 1.3.1."""
     pdmodel, params = model_dir / "inference.pdmodel", model_dir / "inference.pdiparams"
@@ -71,7 +89,8 @@ def export_onnx(model_dir: Path, dst: Path) -> Path:
             "(legacy Paddle) or inference.json + inference.pdiparams (PIR), as a PaddleX static model folder has"
         )
     export = _load_p2o_export()
-    data = export(str(pdmodel), str(params), 11, True, False, True, True, True, {}, "onnxruntime", "", "", False)
+    with _stdout_to_stderr():  # paddle2onnx's C++ log: a command's stdout carries its answer only (assets | head)
+        data = export(str(pdmodel), str(params), 11, True, False, True, True, True, {}, "onnxruntime", "", "", False)
     dst.write_bytes(data)
     return dst
 

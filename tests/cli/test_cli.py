@@ -239,7 +239,7 @@ def test_serve_takes_every_runtime_of_the_route(tmp_path, monkeypatch):
     if not all(importlib.util.find_spec(m) for m in ("fastapi", "uvicorn")):
         pytest.skip("serve needs the serving extra (requirements/serving.txt; .venv only)")
     seen = []
-    monkeypatch.setattr(http, "serve", lambda config, options, on_ready=None: seen.append(options.runtime))
+    monkeypatch.setattr(http, "serve", lambda config, options, on_ready=None: seen.append(options.server.runtime))
     pipeline = tmp_path / "ocr.yaml"
     pipeline.write_text("pipeline_name: OCR\n")
     for runtime in ("ais_bench", "reference", "simulated"):
