@@ -243,9 +243,9 @@ def tls_files(args: argparse.Namespace) -> Tuple[Optional[str], Optional[str]]:
 
 
 def run_triton_repo(args: argparse.Namespace) -> int:
-    from ..deploy.triton_repo import TritonOptions, build_triton_repo
     from ..errors import PaddlexNpuError
     from ..serve.route import parse_devices
+    from ..triton.repo import TritonOptions, build_triton_repo
 
     try:
         options = TritonOptions(
@@ -315,8 +315,8 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
 
 
 def run_triton_serve(args: argparse.Namespace) -> int:
-    from ..deploy.triton_repo import tritonserver_command
     from ..errors import PaddlexNpuError
+    from ..triton.repo import tritonserver_command
 
     try:
         argv, env = tritonserver_command(
@@ -332,7 +332,7 @@ def run_triton_serve(args: argparse.Namespace) -> int:
         return fail("triton-serve", exc)
     print(" ".join(argv), flush=True)
     from ..executor.pool import RestartBudget
-    from ..serve.triton_watch import run_supervised
+    from ..triton.watch import run_supervised
 
     local = "127.0.0.1" if args.host in ("0.0.0.0", "") else args.host
     budget = RestartBudget(args.restart_limit, args.restart_window)
@@ -364,7 +364,7 @@ def triton_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restart-limit",
         type=int,
-        default=4,  # serve.triton_watch.DEFAULT_RELOADS (not imported to build the parser)
+        default=4,  # triton.watch.DEFAULT_RELOADS (not imported to build the parser)
         help="model reloads after a dead stub per --restart-window; then the model is unloaded (its readiness fails)",
     )
     p.add_argument("--restart-window", type=positive_number, default=600.0, help="seconds of the restart budget")

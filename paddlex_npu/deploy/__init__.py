@@ -1,1 +1,2 @@
-"""Deployment: the Triton model repository for the OCR pipeline on the NPU route and the tritonserver command."""
+"""Deployment: Kubernetes manifests for ``paddlex-npu serve`` or ``triton-serve`` (``k8s``). The Triton
+repository itself is written by :mod:`..triton.repo`."""

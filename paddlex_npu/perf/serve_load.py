@@ -31,8 +31,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from .. import envs
-from ..deploy.triton_repo import OCR_MODEL, REC_MODEL, TritonOptions, build_triton_repo, tritonserver_command
 from ..errors import ConfigError
+from ..triton.repo import OCR_MODEL, REC_MODEL, TritonOptions, build_triton_repo, tritonserver_command
 
 Check = Callable[[int, bytes], Optional[str]]  # (status, body) -> None when the answer is a success, else why
 
@@ -370,10 +370,22 @@ def prime_recognition(model_folder: Path, line: Path, env: Dict[str, str]) -> in
     """On the simulated device, record the recognition model's outputs for ``line`` at every batch size up to
     its ``max_batch_size`` before the server runs (``env``: the run's store), so that no batch Triton forms is
     computed on the CPU in the middle of a timed point. Returns the batch sizes primed."""
-    from ..serve.triton_model import run_every_batch
+    from ..paddlex import serving as paddlex_serving
+    from ..triton.model import recognition_predictor, recognition_spec
 
     with _environ(env):
-        return run_every_batch(model_folder, Path(line).read_bytes(), env.get(envs.RUNTIME.name))
+        spec = recognition_spec(model_folder)
+        predictor = recognition_predictor(spec, 0, env.get(envs.RUNTIME.name))
+        try:  # decoded as a request's image is
+            image = paddlex_serving.serving_utils().image_bytes_to_array(Path(line).read_bytes())
+            batch = int(spec.get("batch_size", 1))
+            for n in range(1, batch + 1):
+                list(predictor.predict([image] * n))
+            return batch
+        finally:
+            close = getattr(predictor, "close", None)
+            if close:
+                close()
 
 
 TRAFFIC_KEYS = ("bytes_to_device", "bytes_to_host", "copy_ms", "device_ms", "calls")

@@ -1,2 +1,2 @@
 """Serving on the NPU route: PaddleX's own HTTP app over worker processes (``http``), and the Python-backend
-models of a Triton repository (``triton_model``). The only layer above ``paddlex`` that runs PaddleX pipelines."""
+guard, fetch and reply modules that the Triton wing (:mod:`..triton`) and Ray Serve share."""

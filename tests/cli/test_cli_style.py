@@ -88,6 +88,6 @@ def test_every_example_parses(name):
 
 
 def test_triton_serves_restart_limit_default_is_the_watchdogs():
-    from paddlex_npu.serve.triton_watch import DEFAULT_RELOADS
+    from paddlex_npu.triton.watch import DEFAULT_RELOADS
 
     assert _subparsers()["triton-serve"].get_default("restart_limit") == DEFAULT_RELOADS

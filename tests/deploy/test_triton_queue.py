@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
 from paddlex_npu.errors import ConfigError
+from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
 from tests.helpers import PAGE, norm
 from tests.serve.conftest import pipeline_yaml, start_tritonserver, stop, wait_for_tritonserver  # noqa: F401
 

@@ -111,7 +111,7 @@ def start_tritonserver(repo_root: Path, root: Path, edit_env: Optional[Callable[
     """A real tritonserver (nvidia-pytriton's) on free loopback ports over a repository, on the reference runtime;
     its output in ``root/tritonserver.log`` (its environment as ``edit_env`` returns it). The caller waits for it
     to be ready and stops it."""
-    from paddlex_npu.deploy.triton_repo import tritonserver_command
+    from paddlex_npu.triton.repo import tritonserver_command
 
     http, grpc, metrics = free_ports(3)
     argv, env = tritonserver_command(repo_root, root / "work", http, grpc, metrics, host="127.0.0.1")

@@ -88,8 +88,8 @@ def test_the_triton_server_opens_no_connection_of_its_own(drawing_pipeline, inte
     httpclient = pytest.importorskip("tritonclient.http")
     import numpy as np
 
-    from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
     from paddlex_npu.serve.fetch import UrlPolicy
+    from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
     from tests.serve.conftest import start_tritonserver, wait_for_tritonserver
 
     urls = UrlPolicy(("127.0.0.2",), option="triton-repo --allow-url-host")

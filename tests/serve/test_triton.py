@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo, tritonserver_command
 from paddlex_npu.perf.serve_load import triton_body
+from paddlex_npu.triton.repo import TritonOptions, build_triton_repo, tritonserver_command
 from tests.helpers import REC_DIMS_GEARS, om_package
 from tests.serve.conftest import (
     children,
@@ -209,8 +209,8 @@ def test_recognition_batch_on_a_dymshape_om(asset_root, tmp_path):
     import json
     import shutil
 
-    from paddlex_npu.deploy.triton_repo import DYMSHAPE_REC_MAX_BATCH, rec_batch_limit
     from paddlex_npu.om.manifest import MANIFEST_NAME
+    from paddlex_npu.triton.repo import DYMSHAPE_REC_MAX_BATCH, rec_batch_limit
 
     package = asset_root / "om" / "PP-OCRv4_mobile_rec"
     assert rec_batch_limit(package, 6) == DYMSHAPE_REC_MAX_BATCH == 16
@@ -420,7 +420,7 @@ def test_shutdown_answers_requests_in_flight(triton, images):
 
 
 def test_default_workdir_is_a_cache_folder_shared_and_never_beside_the_repository(tmp_path, monkeypatch):
-    from paddlex_npu.deploy.triton_repo import default_workdir
+    from paddlex_npu.triton.repo import default_workdir
 
     monkeypatch.setenv("PADDLEX_NPU_CACHE", str(tmp_path / "cache"))
     repo = tmp_path / "deploy" / "repo"

@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
-from paddlex_npu.serve.triton_watch import stubs_of
+from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
+from paddlex_npu.triton.watch import stubs_of
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
 from tests.serve.test_serve_device_lost import _calls_of_one_page
 from tests.serve.test_triton_faults import _infer, _ocr, _ready, _server_pid

@@ -18,8 +18,8 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
-from paddlex_npu.serve.triton_watch import stubs_of
+from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
+from paddlex_npu.triton.watch import stubs_of
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
 from tests.serve.test_serve_faults import _png_bomb
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from paddlex_npu.deploy.triton_repo import TritonOptions, build_triton_repo
 from paddlex_npu.serve.fetch import UrlPolicy
+from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
 from tests.helpers import ENGLISH, norm
 from tests.serve.conftest import (
     children,

@@ -171,14 +171,14 @@ def test_convert_defaults_the_chip_to_acl_get_soc_name(monkeypatch):
 @pytest.mark.parametrize("name, device", [("npu1_0", 1), ("npu3_2", 3), ("npu1", 1), ("npu0", 0)])
 def test_triton_instance_names_old_and_new(name, device):
     """Triton names instances <group>_<k> since its core of 2023-07, and a count-1 group <group> before."""
-    from paddlex_npu.serve.triton_model import instance_device
+    from paddlex_npu.triton.model import instance_device
 
     assert instance_device(name) == device
 
 
 @pytest.mark.parametrize("name", ["", "ocr_0", "gpu1_0", "npu"])
 def test_other_triton_instance_names_are_refused_not_put_on_device_0(name):
-    from paddlex_npu.serve.triton_model import instance_device
+    from paddlex_npu.triton.model import instance_device
 
     with pytest.raises(ConfigError, match="is not of an instance group named npu<DEVICE_ID>"):
         instance_device(name)

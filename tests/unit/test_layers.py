@@ -13,7 +13,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
-# A folder is a job: build (convert), samples (the bundled models), reports, serve, deploy (Triton), perf, the cli.
+# A folder is a job: build (convert), samples (the bundled models), reports, serve, triton, deploy (k8s), perf, the cli.
 ORDER = [
     "base",
     "om",
@@ -24,6 +24,7 @@ ORDER = [
     "samples",
     "reports",
     "serve",
+    "triton",
     "deploy",
     "perf",
     "ray",
@@ -44,6 +45,7 @@ FORBIDDEN = {
     "deploy": {"paddlex", "paddle", "paddleocr"},
     "perf": {"paddlex", "paddleocr"},
     "serve": {"paddlex", "paddleocr"},
+    "triton": {"paddlex", "paddleocr"},
     "ray": {"paddlex", "paddleocr"},
     "cli": {"paddlex", "paddleocr"},
 }
@@ -201,8 +203,9 @@ def test_every_error_class_is_in_errors_py():
 # ---- one house: every status from the reply table, every reach into PaddleX's serving app through the adapter ----
 # HTTP statuses (and nginx's 499, client closed): an int literal of one of these values is a status.
 STATUSES = {int(s) for s in __import__("http").HTTPStatus} | {499}
-ANSWERING = ("serve", "ray", "deploy")  # the layers that answer requests; their statuses come from errors.REPLIES
-NOT_STATUS_CALLS = {"_warmup_png"}  # a call whose numeric arguments are sizes: deploy's warm-up image (200 x 48)
+# the layers that answer requests; their statuses come from errors.REPLIES
+ANSWERING = ("serve", "triton", "ray", "deploy")
+NOT_STATUS_CALLS = {"_warmup_png"}  # a call whose numeric arguments are sizes: the Triton warm-up image (200 x 48)
 # PaddleX's serving internals: attributes only paddlex/serving.py (the adapter) may reach.
 INTERNAL_ATTRS = {"dependant", "lifespan_context", "_to_json"}
 

@@ -41,9 +41,9 @@ from ..serve.fetch import UrlPolicy, url_parameters
 from ..serve.images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
-_MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.serve.triton_model)."""
+_MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.triton.model)."""
 
-from paddlex_npu.serve.triton_model import {cls} as TritonPythonModel  # noqa: F401
+from paddlex_npu.triton.model import {cls} as TritonPythonModel  # noqa: F401
 '''
 
 

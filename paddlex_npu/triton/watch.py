@@ -9,7 +9,7 @@ through Triton's model control API (``POST /v2/repository/models/<model>/load``,
 other instances serving meanwhile. If the reload fails, or the restart budget
 (:class:`~..executor.pool.RestartBudget`: so many reloads per time window) is spent, the model is unloaded, so
 that ``/v2/models/<model>/ready`` and ``/v2/health/ready`` fail (Triton answers 400) and a load balancer stops
-sending. A model instance whose device context is lost exits after its answer (:mod:`.triton_model`), and is
+sending. A model instance whose device context is lost exits after its answer (:mod:`.model`), and is
 reloaded the same way. Each event is reported through ``say``.
 """
 

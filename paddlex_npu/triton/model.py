@@ -25,10 +25,10 @@ import yaml
 
 from ..errors import ConfigError, PaddlexNpuError, RequestRefusedError
 from ..paddlex import serving as paddlex_serving
-from .fetch import Fetched, fetch_all, is_url, policy_from_parameters, raw_bytes
-from .images import DecodeGuard, PixelLimits
-from .options import check_options
-from .replies import answer, ok_body
+from ..serve.fetch import Fetched, fetch_all, is_url, policy_from_parameters, raw_bytes
+from ..serve.images import DecodeGuard, PixelLimits
+from ..serve.options import check_options
+from ..serve.replies import answer, ok_body
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
 
@@ -89,7 +89,7 @@ def _bad_file(exc: Exception, log_id: Optional[str]) -> Dict[str, Any]:
 
 
 # Set when an answer of this stub was device-fatal: once the batch is answered, the stub exits and the
-# supervisor (``triton-serve``'s watchdog, :mod:`.triton_watch`) reloads the model on fresh stubs.
+# supervisor (``triton-serve``'s watchdog, :mod:`.watch`) reloads the model on fresh stubs.
 _LOST = threading.Event()
 EXIT_AFTER_ANSWER_S = 1.0  # the stub sends the batch's responses after execute returns; then it exits
 
@@ -395,22 +395,3 @@ def recognition_predictor(spec: Dict[str, Any], device_id: int, runtime: Optiona
         batch_size=int(spec.get("batch_size", 1)),
         hpi=spec.get("hpi_config"),
     )
-
-
-def run_every_batch(version_dir: Path, line: bytes, runtime: Optional[str]) -> int:
-    """Run the recognition model of ``version_dir`` on the image file ``line``, decoded as a request's, at every
-    batch size up to its batch size (on the simulated device: records each batch, so that none is computed on
-    the CPU while a server is measured). Returns that batch size."""
-    image_bytes_to_array = paddlex_serving.serving_utils().image_bytes_to_array
-    spec = recognition_spec(version_dir)
-    predictor = recognition_predictor(spec, 0, runtime)
-    try:
-        image = image_bytes_to_array(line)
-        batch = int(spec.get("batch_size", 1))
-        for n in range(1, batch + 1):
-            list(predictor.predict([image] * n))
-        return batch
-    finally:
-        close = getattr(predictor, "close", None)
-        if close:
-            close()
