@@ -128,7 +128,7 @@ def importing_tests(modules: List[str]) -> List[str]:
         )
     return sorted(
         str(p.relative_to(REPO))
-        for p in (REPO / "tests" / "unit").glob("test_*.py")
+        for p in (REPO / "tests" / "unit").rglob("test_*.py")
         if any(pat.search(p.read_text()) for pat in patterns)
     )
 

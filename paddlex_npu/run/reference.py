@@ -13,7 +13,7 @@ their own texts. Known, documented differences from a real OM:
   ais_bench's own ``add_model`` OM reports (``test_get_inputs_outputs.py``);
 - ``size``/``realsize`` follow the CANN rules for static and range (``dymshape``) models.
 The full table is in ``docs/runtimes.md``; ais_bench's own test cases run against this class in
-``tests/unit/test_upstream_aclruntime.py``.
+``tests/unit/om/test_upstream_aclruntime.py``.
 """
 
 from __future__ import annotations

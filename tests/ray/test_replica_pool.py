@@ -12,8 +12,8 @@ import pytest
 from paddlex_npu.errors import PoolClosedError
 from paddlex_npu.executor.worker import Cause
 from paddlex_npu.ray.serving import ReplicaPool
-from tests.unit import trivial_pipeline as tp
-from tests.unit.test_pool import WAIT, wait_for
+from tests.unit.executor import trivial_pipeline as tp
+from tests.unit.executor.test_pool import WAIT, wait_for
 
 
 class JsonEcho(tp.Echo):

@@ -12,7 +12,7 @@ from paddlex_npu.run import tasks
 from paddlex_npu.run.gears import policy_for
 from paddlex_npu.run.simulated import DENSE_MS_PER_MELEM, SEQUENCE_MS_PER_MELEM, default_cost
 
-PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
+PACKAGE = Path(__file__).resolve().parents[3] / "paddlex_npu"
 
 
 @pytest.mark.parametrize(

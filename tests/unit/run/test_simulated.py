@@ -22,7 +22,7 @@ from paddlex_npu.run.reference import InferSession
 from paddlex_npu.run.simulated import SimulatedSession, default_cost, monotonic
 from tests.onnx_models import two_input_model
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def feeds(seed=0, n=2, h=8, w=16):

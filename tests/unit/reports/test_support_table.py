@@ -8,7 +8,7 @@ from pathlib import Path
 from paddlex_npu.paddlex.versions import SUPPORTED, TESTED
 from paddlex_npu.reports import support_table
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "compatibility.md"
 
 
 def test_every_adapter_has_its_row_with_its_range_and_tested_version():

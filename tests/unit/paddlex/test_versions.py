@@ -12,7 +12,7 @@ from packaging.version import Version
 
 from paddlex_npu.paddlex.versions import INSTALL_REQUIREMENT, REQUIREMENT, SUPPORTED, TESTED
 
-SETUP_CFG = Path(__file__).resolve().parents[2] / "setup.cfg"
+SETUP_CFG = Path(__file__).resolve().parents[3] / "setup.cfg"
 
 
 def _lines(text: str):

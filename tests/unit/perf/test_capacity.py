@@ -14,7 +14,7 @@ from paddlex_npu.errors import ConfigError
 from paddlex_npu.perf.benchmark import BenchmarkReport
 from paddlex_npu.perf.capacity import HOSTS, PageCost, check, page_cost, predict, predict_host, throughput
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 RECORDED = sorted(DATA.glob("benchmark-*.json"))
 
 

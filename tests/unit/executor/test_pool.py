@@ -1,6 +1,6 @@
-"""The supervised worker pool over a trivial pipeline (tests/unit/trivial_pipeline.py: no PaddleX, no simulator):
-real worker processes, pinning results, worker death and the one retry, the timeout, the restart budget, admission,
-close and device loss. Waits are on futures and on files the pipeline writes, bounded."""
+"""The supervised worker pool over a trivial pipeline (tests/unit/executor/trivial_pipeline.py: no PaddleX, no
+simulator): real worker processes, pinning results, worker death and the one retry, the timeout, the restart
+budget, admission, close and device loss. Waits are on futures and on files the pipeline writes, bounded."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import pytest
 from paddlex_npu.errors import PoolClosedError, QueueFullError, WorkerCrashedError, WorkerStartError
 from paddlex_npu.executor.pool import Outcome, RestartBudget, WorkerPool
 from paddlex_npu.executor.worker import Cause, WorkerSpec
-from tests.unit import trivial_pipeline as tp
+from tests.unit.executor import trivial_pipeline as tp
 
 WAIT = 10.0  # seconds any one answer may take (a bound, not a sleep)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def spec(device_id: int = 0, pipeline: object = "echo") -> WorkerSpec:
@@ -292,7 +292,7 @@ def test_no_device_is_refused():
 
 KILLED_PARENT = """
 import sys
-from tests.unit.test_pool import spec
+from tests.unit.executor.test_pool import spec
 from paddlex_npu.executor.pool import WorkerPool
 pool = WorkerPool({0: spec(0)}, 1)
 pool.start(30)

@@ -28,15 +28,15 @@ from paddlex_npu.executor.worker import (
     resolve,
     worker_main,
 )
-from tests.unit import trivial_pipeline as tp
+from tests.unit.executor import trivial_pipeline as tp
 
-HERE = "tests.unit.trivial_pipeline"
+HERE = "tests.unit.executor.trivial_pipeline"
 
 
 def test_a_hook_is_a_callable_or_a_dotted_path():
     assert resolve(None) is None and resolve(tp.create) is tp.create
     assert resolve(f"{HERE}:create") is tp.create
-    for bad in ("tests.unit.trivial_pipeline", ":create", f"{HERE}:", "create", f"{HERE}:create:x"):
+    for bad in ("tests.unit.executor.trivial_pipeline", ":create", f"{HERE}:", "create", f"{HERE}:create:x"):
         with pytest.raises(ValueError, match="a hook is a callable or 'module:name'"):
             resolve(bad)
 
@@ -137,7 +137,7 @@ def test_the_worker_closes_its_pipeline_when_the_parent_is_gone():
 
 
 def test_the_worker_exits_when_its_parent_is_gone(monkeypatch):
-    """The watch itself (a real parent's death is tests/unit/test_pool.py's killed-parent test): os.getppid and
+    """The watch itself (a real parent's death is tests/unit/executor/test_pool.py's killed-parent test): os.getppid and
     os._exit stood in for, so that this process survives it."""
     exits: queue.Queue = queue.Queue()
     real = os.getppid()

@@ -86,7 +86,7 @@ def test_the_docs_document_every_backend_option():
 
     from paddlex_npu.config import OMBackendConfig
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "backend-options.md").read_text(encoding="utf-8")
+    page = (Path(__file__).resolve().parents[3] / "docs" / "backend-options.md").read_text(encoding="utf-8")
     table = page.split("| key | default | meaning |", 1)[1].split("\n\n", 1)[0]
     keys = {k for row in table.splitlines()[2:] for k in re.findall(r"`(\w+)`", row.split("|")[1])}
     assert keys == set(OMBackendConfig.model_fields), keys ^ set(OMBackendConfig.model_fields)

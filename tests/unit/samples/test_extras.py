@@ -6,7 +6,7 @@ import configparser
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NOT_IN_ALL = {"all", "export", "test"}  # export: paddlepaddle 3.0.0 for its own environment; test: the tests'
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from paddlex_npu.build import export_env
 from paddlex_npu.build.export import explain_export_failure, failed_op, is_pir, pir_version
 
-SETUP_CFG = Path(__file__).resolve().parents[2] / "setup.cfg"
+SETUP_CFG = Path(__file__).resolve().parents[3] / "setup.cfg"
 
 # paddle2onnx 2.0.2rc3's output on the PP-OCRv4 det model translated to PIR by paddlepaddle 3.3.1 (abridged)
 LOG = """[Paddle2ONNX] Start parsing the Paddle model file...
