@@ -524,14 +524,18 @@ def _count(model: str, elements: int, **deltas: float) -> None:
 
 _CALLS = itertools.count(1)  # device calls of this process, for the device-lost fault
 LOST_CODE = 507015  # what ACL reports for the simulated loss: ACL_ERROR_RT_AICORE_EXCEPTION (rt_error_codes.h)
+DEVICE_BYTES = 32 * 2**30  # the simulated device's HBM: an Ascend 910B4's 32 GB
 
 
 class SimulatedAcl:
     """What pyACL answers about the simulated device, as on a real box (CANN pyACL reference):
     ``acl.rt.get_last_error(level)`` (the calling thread's last runtime error, cleared by the read),
-    ``acl.rt.peek_at_last_error(level)`` (not cleared) and ``acl.rt.query_device_status(device_id)`` ->
-    ``(status, ret)`` (0 normal, 1 abnormal). The route asks it after a failed call
-    (:class:`~.acl_errors.LossJudge`); the failed call itself says only ``[-1][ACL: general failure]``."""
+    ``acl.rt.peek_at_last_error(level)`` (not cleared), ``acl.rt.query_device_status(device_id)`` ->
+    ``(status, ret)`` (0 normal, 1 abnormal) and ``acl.rt.get_mem_info(attr)`` -> ``(free, total, ret)``. The route
+    asks it after a failed call (:class:`~.acl_errors.LossJudge`); the failed call itself says only
+    ``[-1][ACL: general failure]``. Memory: the simulated device has :data:`DEVICE_BYTES` of HBM and no DDR (a
+    910B's answers); in use is what every live process published on this process's device
+    (:class:`DeviceMemory`), device-wide as ACL answers it."""
 
     def __init__(self) -> None:
         self._thread = threading.local()
@@ -540,6 +544,7 @@ class SimulatedAcl:
             get_last_error=self.get_last_error,
             peek_at_last_error=self.peek_at_last_error,
             query_device_status=self.query_device_status,
+            get_mem_info=self.get_mem_info,
         )
 
     def record(self, code: int) -> None:
@@ -555,6 +560,12 @@ class SimulatedAcl:
 
     def query_device_status(self, device_id: int) -> Tuple[int, int]:
         return int(device_id in self.abnormal), 0
+
+    def get_mem_info(self, attr: int) -> Tuple[int, int, int]:
+        if attr != 1:  # aclrtMemAttr: ACL_HBM_MEM is 1; this device has no DDR of its own
+            return 0, 0, 0
+        used = MEMORY.device_wide()
+        return max(0, DEVICE_BYTES - used), DEVICE_BYTES, 0
 
 
 ACL = SimulatedAcl()
@@ -591,6 +602,21 @@ class DeviceMemory:
         figures = {"npu": self.device, "bytes": self.resident, "peak_bytes": self.peak, "leaked_bytes": self.leaked}
         tmp.write_text(json.dumps(figures))
         os.replace(tmp, self.path)
+
+    def device_wide(self) -> int:
+        """Bytes in use on this process's device by every live process that published its figures (this one's
+        own resident bytes where it publishes nothing)."""
+        if self.path is None:
+            return self.resident
+        used = 0
+        for path in self.path.parent.glob("*.json"):
+            try:
+                pid, figures = int(path.stem), json.loads(path.read_text())
+                os.kill(pid, 0)  # a process that ended has freed its device memory
+            except (OSError, ValueError):
+                continue
+            used += figures["bytes"] if figures.get("npu") == self.device else 0
+        return used
 
     def hold(self, nbytes: int) -> None:
         with self.lock:

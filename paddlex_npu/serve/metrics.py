@@ -24,7 +24,10 @@ Series (all prefixed ``paddlex_npu_``):
   ``error``; ``unauthorized_total{scope}``: requests refused 401 (:mod:`.auth`), ``api`` or ``metrics``;
 - ``workers_configured{device}``, ``workers_ready{device}`` (pipeline loaded and warmed up), ``workers_busy``,
   ``worker_starts_total{device}``, ``worker_restarts_total{device}`` (starts beyond the configured workers),
-  ``warmed_up`` (1 once every configured worker is ready).
+  ``warmed_up`` (1 once every configured worker is ready);
+- ``device_memory_bytes{device,worker}`` (what the simulated device accounts to the worker),
+  ``device_memory_used_bytes{device,worker}`` and ``device_memory_total_bytes{device,worker}`` (its device's,
+  every process on it, as ACL reports them after each request).
 """
 
 from __future__ import annotations
@@ -101,6 +104,21 @@ WORKER_SERIES = (
         "paddlex_npu_device_memory_bytes",
         "device memory a worker holds between calls (the simulated device's accounting of ais_bench's allocations; "
         "not set on an NPU, where `npu-smi info` lists it per process)",
+        ("device", "worker"),
+    ),
+    WorkerSeries(
+        "device_memory_used",
+        "gauge",
+        "paddlex_npu_device_memory_used_bytes",
+        "device memory in use on the worker's device, every process on it, as ACL reports it (aclrtGetMemInfo: "
+        "total - free of HBM, else DDR), read after each request",
+        ("device", "worker"),
+    ),
+    WorkerSeries(
+        "device_memory_total",
+        "gauge",
+        "paddlex_npu_device_memory_total_bytes",
+        "device memory of the worker's device available to applications, as ACL reports it (aclrtGetMemInfo)",
         ("device", "worker"),
     ),
 )
@@ -373,11 +391,19 @@ def _time_session_calls(runner: Any, m: _Metrics, device: str, spent: List[float
     session.infer = infer
 
 
-def _device_memory(gauge: Any) -> None:
-    """This worker's device memory into ``gauge``, where the simulated device accounts it."""
+def _device_memory(gauges: Tuple[Any, Any, Any]) -> None:
+    """This worker's device memory (where the simulated device accounts it) and its device's memory in use and
+    in all, as ACL answers on this thread (:mod:`paddlex_npu.run.acl_memory`), into ``gauges``."""
+    from ..run.acl_memory import memory_in_use, process_acl
+
+    own, used, total = gauges
     simulated = sys.modules.get("paddlex_npu.run.simulated")
     if simulated is not None:
-        gauge.set(simulated.stats()["device_bytes"])
+        own.set(simulated.stats()["device_bytes"])
+    answer = memory_in_use(process_acl())
+    if answer is not None:
+        used.set(answer[0])
+        total.set(answer[1])
 
 
 def instrument_worker(pipeline: Any, device_id: int) -> Any:
@@ -401,7 +427,8 @@ def instrument_with(pipeline: Any, m: Any, device_id: int) -> Any:
     original = pipeline.predict
     busy = m.busy.labels(device)
     stage = {name: m.stage.labels(device, name) for name in STAGES}
-    memory = m.device_memory.labels(device, str(os.getpid()))
+    worker = str(os.getpid())
+    memory = tuple(g.labels(device, worker) for g in (m.device_memory, m.device_memory_used, m.device_memory_total))
     _device_memory(memory)
 
     def predict(*args: Any, **kwargs: Any) -> Iterator[Any]:

@@ -33,8 +33,8 @@ def _calls_of_one_page(asset_root, image, env) -> int:
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
-def _device_memory(server) -> dict:
-    """``paddlex_npu_device_memory_bytes`` per worker pid, from ``/metrics``."""
+def _device_memory(server, series: str = "paddlex_npu_device_memory_bytes") -> dict:
+    """``series`` per worker pid, from ``/metrics``."""
     import http.client
     import re
 
@@ -44,7 +44,7 @@ def _device_memory(server) -> dict:
         text = c.getresponse().read().decode()
     finally:
         c.close()
-    found = re.findall(r'^paddlex_npu_device_memory_bytes\{device="0",worker="(\d+)"\} (\S+)$', text, re.M)
+    found = re.findall(rf'^{series}\{{device="0",worker="(\d+)"\}} (\S+)$', text, re.M)
     return {int(pid): float(v) for pid, v in found}
 
 
@@ -64,6 +64,15 @@ def test_a_lost_device_ends_the_worker_after_its_answer(pipeline_yaml, asset_roo
         texts = ok["result"]["ocrResults"][0]["prunedResult"]["rec_texts"]
         memory = _device_memory(server)  # /metrics: each worker's device memory (the simulated device's)
         assert set(memory) == set(first) and all(v > 0 for v in memory.values()), memory
+        # the device's memory as ACL answers (acl.rt.get_mem_info), device-wide, of 32 GB: the worker's and this
+        # process's (its pipeline, which counted the calls, still holds its sessions on the same simulated device)
+        from paddlex_npu.run import simulated
+
+        ours = simulated.stats()["device_bytes"]
+        assert ours > 0
+        used = _device_memory(server, "paddlex_npu_device_memory_used_bytes")
+        assert used == {pid: v + ours for pid, v in memory.items()}, (used, memory, ours)
+        assert set(_device_memory(server, "paddlex_npu_device_memory_total_bytes").values()) == {32 * 2.0**30}
         status, lost, headers = _post(server, body)  # the second page's first call: the context is lost
         assert status == 503 and lost["errorMsg"].startswith("DeviceLostError: "), lost
         assert "acl.rt.get_last_error) is 507015" in lost["errorMsg"], lost
