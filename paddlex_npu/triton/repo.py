@@ -258,7 +258,11 @@ def _load_ocr_config(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"pipeline config {path}: {exc}") from exc
     if not isinstance(config, dict) or config.get("pipeline_name") != "OCR":
-        raise ConfigError(f"pipeline config {path}: triton-repo serves PaddleX's OCR pipeline (pipeline_name: OCR)")
+        raise ConfigError(
+            f"pipeline config {path}: triton-repo serves PaddleX's OCR pipeline (pipeline_name: OCR); serve a "
+            "document pipeline (table_recognition, layout_parsing) with `paddlex-npu serve`, which answers PaddleX's "
+            "own endpoint for it"
+        )
     _model_dirs(config, Path.cwd())
     rec = _rec_module(config)
     if rec is None or not rec.get("model_dir"):

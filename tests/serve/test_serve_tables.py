@@ -1,0 +1,83 @@
+"""``paddlex-npu serve`` on PaddleX's ``table_recognition`` pipeline (SLANet_plus, real weights, split around its
+decoder loop, with PP-OCRv6 det/rec): PaddleX's own table endpoint and schema, through the same worker pool, guard
+and replies as OCR; the tables read as drawn and as the in-process route reads them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from paddlex_npu.samples import assets
+from paddlex_npu.samples.table_model import table_pipeline_config
+from tests.helpers import NPU_HPI
+from tests.http_client import call, ocr_body
+from tests.serve.conftest import free_ports, server_env, stop, wait_until
+from tests.tables import sample_tables
+
+pytest.importorskip("fastapi", reason="the serving extra (requirements/serving.txt): the 3.7 environment only")
+
+
+def _config(table_models, asset_root) -> dict:
+    config = table_pipeline_config(table_models[0], asset_root / "om", assets.DET_V6_SMALL, assets.REC_V6_SMALL)
+    return {**config, "Serving": {"visualize": False}}
+
+
+@pytest.fixture(scope="module")
+def server(table_models, asset_root, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve-tables")
+    path = folder / "table.yaml"
+    path.write_text(yaml.safe_dump(_config(table_models, asset_root)))
+    (port,) = free_ports(1)
+    url = f"http://127.0.0.1:{port}"
+    log = folder / "serve.log"
+    cmd = [sys.executable, "-m", "paddlex_npu.cli", "serve", str(path), "--port", str(port), "--workers", "1"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=server_env(), stdout=out, stderr=subprocess.STDOUT)
+    why = wait_until(lambda: call(url + "/ready", timeout=5)[0] == 200, proc, 240, log)
+    assert why is None, why
+    try:
+        yield {"url": url, "log": log}
+    finally:
+        assert stop(proc) == 0, log.read_text()[-3000:]
+
+
+def test_tables_are_served_with_paddlexs_schema_as_the_route_reads_them(server, table_models, asset_root, tmp_path):
+    from paddlex import create_pipeline
+
+    tables = sample_tables(tmp_path)
+    route = create_pipeline(config=_config(table_models, asset_root), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
+    try:
+        for name in ("wired", "merged"):
+            # PaddleX's table app answers a logId of its own (its OCR app echoes the request's)
+            status, ans = call(server["url"] + "/table-recognition", ocr_body(tables[name]))
+            assert status == 200 and ans["errorCode"] == 0 and ans["logId"], ans
+            (served,) = ans["result"]["tableRecResults"][0]["prunedResult"]["table_res_list"]
+            (want,) = list(route.predict(str(tables[name])))[0]["table_res_list"]
+            assert served["pred_html"] == want["pred_html"], name
+            assert served["table_ocr_pred"]["rec_texts"] == list(want["table_ocr_pred"]["rec_texts"]), name
+            assert not ans["result"]["tableRecResults"][0].get("outputImages")  # Serving.visualize: False
+    finally:
+        route.close()
+    assert '<td colspan="2">Fruit</td>' in served["pred_html"]  # the merged header, as drawn
+
+
+def test_a_bad_table_request_is_answered_from_the_reply_table(server):
+    status, ans = call(server["url"] + "/table-recognition", b'{"file": 3}')
+    assert status == 422 and ans["errorCode"] == 422, ans
+    status, ans = call(server["url"] + "/table-recognition", ocr_body(b"not an image"))
+    assert status == 422 and ans["errorMsg"], ans  # an undecodable file: the client's mistake, not a 5xx
+    assert call(server["url"] + "/ready")[0] == 200  # still serving
+
+
+def test_triton_refuses_a_table_pipeline_naming_what_serves_it(table_models, asset_root, tmp_path):
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
+
+    path = tmp_path / "table.yaml"
+    path.write_text(yaml.safe_dump(_config(table_models, asset_root)))
+    with pytest.raises(ConfigError, match="triton-repo serves PaddleX's OCR pipeline .* with `paddlex-npu serve`"):
+        build_triton_repo(path, tmp_path / "repo", TritonOptions())
+    assert not (tmp_path / "repo").exists()
