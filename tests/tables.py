@@ -61,3 +61,40 @@ def sample_tables(folder: Path) -> dict:
         ),
         "tall": render_table(tall, folder / "tall.png", cell=(130, 36), size=18),
     }
+
+
+TITLE = "Quarterly Fruit Report"
+BEFORE = (
+    "The orchard sold more fruit this quarter than in any quarter before.",
+    "Apples led the sales, pears and plums followed at lower prices.",
+    "The table below lists the quantities and prices of each fruit.",
+)
+AFTER = ("Prices are in euros per kilogram, quantities in crates.", "Next quarter the orchard expects more plums.")
+
+
+def render_page(folder: Path) -> Tuple[Path, Path]:
+    """A document page (a title, a paragraph, a ruled table, a paragraph), as a PNG and as a two-page PDF (the page,
+    then the table alone), the PDF at 144 dpi so that PaddleX's 2x rendering gives back the PNG's pixels."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    folder = Path(folder)
+    table = Image.open(render_table([HEADER] + ITEMS, folder / "page-table.png")).convert("RGB")
+    page = Image.new("RGB", (1000, 1300), "white")
+    draw = ImageDraw.Draw(page)
+    title, body = (ImageFont.truetype(str(find_font()), size) for size in (44, 24))
+    draw.text((80, 60), TITLE, font=title, fill="black")
+    y = 150
+    for line in BEFORE:
+        draw.text((80, y), line, font=body, fill="black")
+        y += 40
+    page.paste(table, (80, y + 40))
+    y += 100 + table.height
+    for line in AFTER:
+        draw.text((80, y), line, font=body, fill="black")
+        y += 40
+    png, pdf = folder / "page.png", folder / "page.pdf"
+    page.save(png)
+    second = Image.new("RGB", page.size, "white")
+    second.paste(table, (80, 80))
+    page.save(pdf, "PDF", resolution=144.0, save_all=True, append_images=[second])
+    return png, pdf
