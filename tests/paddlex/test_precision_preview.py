@@ -7,11 +7,15 @@ import subprocess
 import sys
 
 import onnx
+import pytest
 
 from paddlex_npu.build.convert import convert
 from paddlex_npu.reports.precision_preview import compare_page, preview
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.files import DATA, PAGE
+from tests.paddlex.compat import LEGACY
+
+pytestmark = pytest.mark.skipif(LEGACY, reason="PaddleX 3.4 has no PP-OCRv6 (test_paddlex_34_says_it_has_no_v6)")
 
 
 def _config(asset_root, det_dir=None, rec_dir=None):
