@@ -77,6 +77,7 @@ def test_selftest_without_an_npu_says_what_it_cannot_check_and_fails(tmp_path, a
     assert all(s != "pass" for n, s in statuses.items() if n.startswith(("route", "manifest")))
 
 
+@pytest.mark.once
 def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     """Runs every route end to end and writes its figures and chart (no speed assertion: figures are printed,
     not tested). PaddleX's onnxruntime engine exists on 3.5+ only: on 3.4 that route is skipped with the reason."""

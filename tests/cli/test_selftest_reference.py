@@ -17,6 +17,8 @@ from paddlex_npu.build.convert import convert
 from paddlex_npu.reports.selftest import MODELS, PASS, _manifest_vs_acl, run_selftest
 from paddlex_npu.run.reference_acl import ReferenceAcl
 
+pytestmark = pytest.mark.once  # selftest, the runner and the reference pyACL: no PaddleX layout
+
 # Gears that make the route pad (rec width 320 -> 480, det 160x640 -> 320x640) and crop again.
 MODES = {
     "dymshape": {"mode": "dymshape", "PP-OCRv4_mobile_det": {"max_side": 1280}},  # the top call: 1280x1280

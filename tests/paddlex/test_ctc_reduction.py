@@ -110,6 +110,7 @@ def test_reduced_packages_read_exactly_as_paddlex(model, asset_root, lines, dyms
         assert boxes == _read(model, full, lines[:4], return_word_box=True)
 
 
+@pytest.mark.once  # the packages' outputs through the runner; PaddleX's decode of them: the test above
 @pytest.mark.parametrize(
     "model, mode",
     [
@@ -137,6 +138,7 @@ def _runner(folder: Path) -> OMRunner:
     return build_om_runner(folder, runtime="reference", device_id=0, config=OMBackendConfig(), task="TextRecPredictor")
 
 
+@pytest.mark.once
 @pytest.mark.parametrize("model", [assets.REC, RECS[-1]])
 @pytest.mark.parametrize("mode", ["dymshape", pytest.param("gears", marks=pytest.mark.slow)])
 def test_reduced_outputs_are_argmax_and_max_at_every_width(model, mode, asset_root, tmp_path, dymshape):

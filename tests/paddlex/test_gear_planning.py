@@ -181,7 +181,7 @@ def _compare_eight(
     return {k: (base[k], got[k]) for k in others}
 
 
-@pytest.mark.parametrize("max_gears", [64, 8])
+@pytest.mark.parametrize("max_gears", [pytest.param(64, marks=pytest.mark.once), 8])
 def test_gears_planned_from_two_pages_read_eight_others_like_dymshape(
     asset_root, samples, pages, dymshape, tmp_path, max_gears
 ):
@@ -200,6 +200,7 @@ def test_gears_planned_from_two_pages_read_eight_others_like_dymshape(
         assert all(" " in t for t in base["texts"]), k  # the model reads the spaces (every line has two words)
 
 
+@pytest.mark.once
 def test_v4_rec_gears_read_eight_others_like_dymshape_without_spaces(planned, pages, dymshape):
     """PP-OCRv4 rec, the default 8 gears: no error, the same boxes, the same texts but for the spaces padding
     flips."""
@@ -210,6 +211,7 @@ def test_v4_rec_gears_read_eight_others_like_dymshape_without_spaces(planned, pa
         assert norm(got["texts"]) == norm(base["texts"]), k
 
 
+@pytest.mark.once
 def test_default_pipeline_settings_read_the_sample_pages_exactly(asset_root, samples, pages, tmp_path):
     """Without --pipeline-config the planner plans for PaddleX's default OCR pipeline (limit_side_len 64, min,
     max_side_limit 4000: pages keep their size), so that pipeline reads the sample pages with no padding."""

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 
 import onnx
+import pytest
 
 from paddlex_npu.om.graph import data_dependent_outputs
 from paddlex_npu.om.manifest import sha256
 from paddlex_npu.run.shape_solver import derive
 from paddlex_npu.samples import assets
+
+pytestmark = pytest.mark.once  # the shape solver alone
 
 
 def test_every_shipped_entry_is_what_the_solver_derives(asset_root):
