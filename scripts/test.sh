@@ -69,6 +69,7 @@ pytest_run() { "$1/bin/python" -m pytest -q -ra --durations=15 "${@:2}"; }
 # Beside the 3.7 suite, one after another: the 3.4 suite (without the tests marked `once`, which do not depend on
 # PaddleX's layout: they run in the 3.7 suite; on its own copy of the model folders and its own tool
 # cache: both suites build PIR folders and the export environment, which must not be rebuilt under each other),
+# the Ray and deploy layers on PaddleX 3.7 (a Ray cluster on loopback, the image's requirements, Triton's queue),
 # the container layer (the CPU twin built and run), checkov over the manifests and the Dockerfile, the release built
 # and served by a loopback index with the docs run as written from it, the rendered site, the mutation run over what
 # the last change touched.
@@ -77,6 +78,9 @@ beside() {
   echo "== PaddleX 3.4 (create_static_infer layout)"
   PADDLEX_NPU_ASSETS="$PWD/.cache/assets-3.4" PADDLEX_NPU_CACHE="$PWD/.cache/tools-3.4" \
     pytest_run .venv-legacy -m "not once" tests/paddlex tests/cli tests/device "$@"
+  echo "== Ray and deploy layers (PaddleX 3.7 environment; beside the 3.7 suite's other layers)"
+  pytest_run .venv tests/ray tests/deploy --ignore=tests/deploy/test_container.py \
+    --ignore=tests/deploy/test_checkov.py "$@"
   echo "== container (the CPU twin of deploy/Dockerfile, built offline and run)"
   bash scripts/ci-container.sh wheels image test
   echo "== checkov (manifests and Dockerfile)"
@@ -90,7 +94,7 @@ beside() {
   bash scripts/ci-mutate.sh
 }
 start beside beside "$@"
-echo "== PaddleX 3.7 (runner/engine layout)"
-pytest_run .venv --ignore=tests/deploy/test_container.py --ignore=tests/deploy/test_checkov.py --ignore=tests/site "$@"
+echo "== PaddleX 3.7 (runner/engine layout): the PaddleX, CLI, serving and device layers"
+pytest_run .venv tests/paddlex tests/cli tests/serve tests/device tests/docs tests/release "$@"
 finish beside
 echo "== all checks passed in $(( $(date +%s) - T0 )) s"

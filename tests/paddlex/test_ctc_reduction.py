@@ -131,6 +131,8 @@ def test_gear_and_static_packages_read_as_their_full_twins(model, mode, asset_ro
     reduced = _package(asset_root, tmp_path / "on", model, mode, **gears)
     full = _package(asset_root, tmp_path / "off", model, mode, reduce=False, **gears)
     assert mf.load(reduced / mf.MANIFEST_NAME).reduction is not None
+    if mode == "static":  # every line padded to the one shape (3200 wide): three, the widest among them, suffice
+        lines = lines[1::2]
     assert _read(model, reduced, lines) == _read(model, full, lines)
 
 
