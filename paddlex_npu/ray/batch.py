@@ -318,19 +318,17 @@ OCR_PIPELINE = "OCR"  # the pipeline whose results become rows of texts, scores 
 
 def _check_pipeline(pipeline: Union[str, Dict[str, Any]]) -> None:
     """A pipeline YAML that is not there, or a pipeline that is not OCR, fails here, not in every actor."""
-    name: Any = pipeline
-    if isinstance(pipeline, (str, os.PathLike)) and Path(pipeline).suffix.lower() in (".yaml", ".yml"):
-        if not Path(pipeline).is_file():
-            raise ConfigError(
-                f"pipeline config {pipeline} does not exist: give a PaddleX pipeline YAML (its model_dir entries: "
-                "OM packages, at the same path on every node) or a pipeline name such as OCR"
-            )
-        import yaml
+    name: Any = pipeline  # a pipeline name
+    yaml_file = isinstance(pipeline, (str, os.PathLike)) and Path(pipeline).suffix.lower() in (".yaml", ".yml")
+    if yaml_file and not Path(pipeline).is_file():
+        raise ConfigError(
+            f"pipeline config {pipeline} does not exist: give a PaddleX pipeline YAML (its model_dir entries: "
+            "OM packages, at the same path on every node) or a pipeline name such as OCR"
+        )
+    if yaml_file or isinstance(pipeline, dict):  # read and checked by the one loader
+        from ..paddlex.pipelines import load_config
 
-        config = yaml.safe_load(Path(pipeline).read_text(encoding="utf-8"))
-        name = config.get("pipeline_name") if isinstance(config, dict) else None
-    elif isinstance(pipeline, dict):
-        name = pipeline.get("pipeline_name")
+        name = load_config(pipeline).get("pipeline_name")
     if name != OCR_PIPELINE:
         raise ConfigError(
             f"pipeline {name!r}: Ray Data's OCR job reads PaddleX's OCR pipeline (pipeline_name: OCR) into rows of "
