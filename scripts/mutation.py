@@ -84,6 +84,8 @@ ALSO_COPY = (
     "benchmarks",
     "deploy",
     "patches",
+    "CHANGELOG.md",
+    ".github",
 )
 # The modules CI holds to the score (--ci): their tests (the unit layer alone, or ENVIRONMENTS' selection) were
 # measured to catch >= 90% of their mutants, every module of MODULES since 2026-12-04 (docs/testing.md). A module
@@ -211,6 +213,11 @@ def run_modules(
             subprocess.run(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return False
+    if "failed to collect stats" in (work / "mutmut.log").read_text(errors="replace"):
+        # the unmutated tests failed in the scratch copy: no mutant was tried, so no score means anything
+        raise SystemExit(
+            f"mutation: the tests fail before any mutant runs (a file missing from ALSO_COPY?): {work}/mutmut.log"
+        )
     return True
 
 

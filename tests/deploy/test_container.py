@@ -2,8 +2,9 @@
 non-root user, the root file system read-only, the OM packages mounted read-only, no network (every query comes
 from inside the container through ``podman exec``), CANN's bash-syntax set_env.sh sourced by the entrypoint under
 dash; ``/ready``, then the real texts of the real PP-OCRv4 models on ``/ocr``; ``podman stop`` drains a request in
-flight and the server exits 0 within the grace period. ``doctor``, ``convert`` and ``selftest --runtime
-reference`` run in the image too.
+flight and the server exits 0 within the grace period. The server starts with every proxy variable pointing at a
+recorder on the container's loopback, and the recorder sees no connection while it answers (no download, no
+telemetry: the image's egress). ``doctor``, ``convert`` and ``selftest --runtime reference`` run in the image too.
 
 scripts/ci-container.sh builds the image and runs this file; without podman or the image it is skipped."""
 
@@ -98,15 +99,43 @@ def _hardened(host_dirs: Dict[str, Path]) -> List[str]:
     ]
 
 
+# Runs inside the container before serve (python3 -c): binds an egress-proxy stand-in on the container's loopback,
+# then the parent exits (so serve starts only once it listens) and a child logs the first line of every connection
+# to the container's log ("proxy-recorder: CONNECT host:443 HTTP/1.1") and answers 403.
+_RECORDER = """
+import os, socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 3128)); s.listen(16)
+if os.fork():
+    os._exit(0)
+while True:
+    c, _ = s.accept()
+    c.settimeout(10)
+    try:
+        line = c.makefile("rb").readline(8192).decode("latin-1").strip()
+        c.sendall(b"HTTP/1.1 403 Forbidden\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n")
+    except OSError:
+        line = ""
+    c.close()
+    print("proxy-recorder:", line or "(a connection that sent no request line)", file=sys.stderr, flush=True)
+"""
+RECORDED = "proxy-recorder:"
+PROXY = "http://127.0.0.1:3128"
+_PROXY_ENV = [f"{name}={PROXY}" for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")]
+_PROXY_ENV += ["all_proxy=" + PROXY, "NO_PROXY=", "no_proxy="]
+
+
 @pytest.fixture(scope="module")
 def server(podman, host_dirs) -> Iterator[str]:
-    """A detached container running serve; its name. Ready once serve prints its URL (read from its log)."""
+    """A detached container running serve, with every proxy variable pointing at the recorder; its name. Ready
+    once serve prints its URL (read from its log). The entrypoint execs the shell, which execs serve: PID 1."""
     name = f"paddlex-npu-test-{os.getpid()}"
     serve = ["paddlex-npu", "serve", "/etc/paddlex-npu/pipeline.yaml", "--host", "0.0.0.0", "--port", "8080"]
     serve += ["--workers", "1", "--runtime", "reference", "--shutdown-grace", "1"]
+    shell = ["sh", "-c", 'python3 -c "$0" && exec "$@"', _RECORDER, *serve]
+    proxies = [arg for env in _PROXY_ENV for arg in ("-e", env)]
     subprocess.run([*podman, "rm", "-f", name], capture_output=True, timeout=60)
     started = subprocess.run(
-        [*podman, "run", "-d", "--name", name, *_hardened(host_dirs), IMAGE, *serve],
+        [*podman, "run", "-d", "--name", name, *proxies, *_hardened(host_dirs), IMAGE, *shell],
         capture_output=True,
         text=True,
         timeout=120,
@@ -137,14 +166,15 @@ def _wait_for_log(podman: List[str], name: str, line: str, timeout: float) -> No
     raise AssertionError(f"{name} never logged {line!r} within {timeout:.0f} s:\n{''.join(seen[-40:])}")
 
 
-# Runs inside the container: GET or POST (the body on stdin) to the server on the container's loopback.
+# Runs inside the container: GET or POST (the body on stdin) to the server on the container's loopback, directly.
 _CLIENT = """
 import sys, urllib.request, urllib.error
 body = sys.stdin.buffer.read() or None
 req = urllib.request.Request("http://127.0.0.1:8080" + sys.argv[1], data=body,
                              headers={"Content-Type": "application/json"})
+direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # not through the recorder
 try:
-    with urllib.request.urlopen(req, timeout=300) as r:
+    with direct.open(req, timeout=300) as r:
         status, text = r.status, r.read().decode()
 except urllib.error.HTTPError as e:
     status, text = e.code, e.read().decode()
@@ -195,6 +225,24 @@ def test_the_container_is_what_the_pod_asks_for(podman, server):
     environ = _exec(podman, server, "cat", "/proc/1/environ").stdout.split("\0")
     assert "ATB_HOME_PATH=/usr/local/Ascend/nnal/atb" in environ
     assert _exec(podman, server, "python3", "-c", "import paddle").returncode != 0  # no paddlepaddle in the image
+
+
+def test_the_server_opened_no_connection_of_its_own(podman, server, images):
+    """After a page read, the result image drawn and /metrics: the recorder saw nothing (it does answer: checked
+    from inside the container, through the proxy, last)."""
+    status, _ = _call(podman, server, "/ocr", _ocr_body(images["english"]))
+    assert status == 200
+    _call(podman, server, "/metrics")
+    log = _logs(podman, server)
+    assert RECORDED not in log, [line for line in log.splitlines() if RECORDED in line]
+    probe = "import urllib.request as u\ntry: u.urlopen('http://example.invalid/', timeout=10)\nexcept Exception: pass"
+    assert _exec(podman, server, "python3", "-c", probe).returncode == 0
+    assert f"{RECORDED} GET http://example.invalid/ HTTP/1.1" in _logs(podman, server)
+
+
+def _logs(podman: List[str], name: str) -> str:
+    out = subprocess.run([*podman, "logs", name], capture_output=True, text=True, timeout=60)
+    return out.stdout + out.stderr
 
 
 def test_stop_drains_a_request_in_flight_and_exits_0(podman, server, images):
