@@ -7,6 +7,8 @@
    environment (:mod:`.export`, :mod:`.export_env`), then checked against Paddle on a sample input.
    A text recognition model decoded by ``CTCLabelDecode`` gets its CTC output reduced on the device (ArgMax and
    ReduceMax over the classes, :mod:`.reduction`; ``reduce=False`` / ``--no-reduce``: the full output).
+   A text detection model normalised by ``NormalizeImage`` takes 8-bit pixels and normalises them on the device
+   (:mod:`.normalisation`; ``device_normalise=False`` / ``--no-device-normalise``: float32 as PaddleX gives it).
 2. ATC options from the task (:mod:`.tasks`) and ``inference.yml``; user overrides win.
 3. The exact ``atc`` command (:mod:`paddlex_npu.om.atc`); run when ``atc`` is on PATH, else written to ``atc.sh``.
 4. The package: ``inference.yml``, ``inference.om.json`` (the manifest), ``inference.onnx``, and
@@ -55,6 +57,7 @@ from .export import (
     is_pir,
     no_export_env,
 )
+from .normalisation import maybe_normalise
 from .reduction import maybe_reduce
 from .shapes import (
     REC_MAX_WIDTH,
@@ -335,6 +338,7 @@ def plan_conversion(
     precision: str = "fp16",
     export_env: Optional[str] = None,
     reduce: bool = True,
+    device_normalise: bool = True,
     cann: str = DEFAULT_CANN,
     keep_dtype: Optional[Sequence[str]] = None,
     **plan: Any,
@@ -343,7 +347,8 @@ def plan_conversion(
     ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
     PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
     ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
-    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`).
+    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`);
+    ``device_normalise``: a detection model takes uint8 pixels, normalised on the device (:mod:`.normalisation`).
     ``keep_dtype``: ONNX node names ATC keeps in float32 under fp16 (``--keep_dtype``)."""
     shapes_given = dict(gears=gears, samples=samples, max_gears=max_gears, max_batch=max_batch, max_side=max_side)
     check_options(soc, mode, precision=precision, export_env=export_env, cann=cann, **shapes_given, **plan)
@@ -354,23 +359,23 @@ def plan_conversion(
     shutil.copyfile(yml, work / "inference.yml")
     if _check_atc_ops(onnx.path, cann, notes):
         return _plan_split(model_name, task, onnx, work, soc, mode, input_shape, gears, precision, cann, notes)
-    data_dependent = data_dependent_outputs(onnx.path)
-    _check_data_dependent(data_dependent, mode, soc)
-
+    _check_data_dependent(data_dependent := data_dependent_outputs(onnx.path), mode, soc)
     shapes, specs = _input_specs(onnx, task, input_shape)
     plan.update(max_gears=max_gears or DEFAULT_MAX_GEARS, max_side=max_side)
     gear_list = _gear_list(model_name, work, task, shapes, gears, samples, notes, plan)
     # after planning, which runs the model as PaddleX does; the planner reads input shapes only
     onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
+    output_dims = derive_file(onnx.path, data_dependent)  # before the normalising head, which changes no shape
+    onnx, specs, normalisation = _normalised(onnx, specs, task, cfg, device_normalise, notes)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,
             "precision": precision,
             "onnx_sha256": mf.sha256(onnx.path),
             "outputs": onnx.outputs,
-            # the output dims as expressions of the input dims: the device, with no ONNX, sizes its buffers
-            "output_dims": derive_file(onnx.path, data_dependent),
+            "output_dims": output_dims,
             "reduction": reduction,
+            "normalisation": normalisation,
             "keep_dtype": _kept(onnx.path, keep_dtype, precision),
         }
     )
@@ -474,6 +479,22 @@ def _reduced(
         f"and scores (8 bytes a step instead of {4 * reduction.classes}; --no-reduce: not)"
     )
     return OnnxModel.open(onnx.path), reduction
+
+
+def _normalised(
+    onnx: OnnxModel, specs: List[mf.InputSpec], task: Task, cfg: Dict[str, Any], enabled: bool, notes: List[str]
+) -> Tuple[OnnxModel, List[mf.InputSpec], Optional[mf.InputNormalisation]]:
+    """The ONNX taking 8-bit pixels normalised on the device (:mod:`.normalisation`), its input specs, and the
+    normalisation."""
+    normalisation = maybe_normalise(onnx.path, task.kind, cfg, enabled)
+    if normalisation is None:
+        return onnx, specs, None
+    notes.append(
+        f"the input {normalisation.input} takes 8-bit pixels, normalised on the device as PaddleX's NormalizeImage "
+        "(a quarter of the bytes to the device, no normalisation on the host; --no-device-normalise: not)"
+    )
+    specs = [i.model_copy(update={"dtype": "uint8"}) if i.name == normalisation.input else i for i in specs]
+    return OnnxModel.open(onnx.path), specs, normalisation
 
 
 def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest, source: str) -> None:

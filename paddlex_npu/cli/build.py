@@ -93,6 +93,7 @@ def run_convert(args: argparse.Namespace) -> int:
             samples_are=args.samples_are,
             max_width=args.max_width,
             reduce=not args.no_reduce,
+            device_normalise=not args.no_device_normalise,
             cann=args.cann_version,
             keep_dtype=[n for n in (args.keep_dtype or "").split(",") if n] or None,
         )
@@ -189,12 +190,7 @@ def convert_args(p: argparse.ArgumentParser) -> None:
         help="PIR models (inference.json): 'auto' makes (once) and uses an export environment with paddlepaddle "
         "3.0.0 + paddle2onnx 2.0.2rc3 under ~/.cache/paddlex_npu (about 1 GB); or the path of such a venv",
     )
-    p.add_argument(
-        "--no-reduce",
-        action="store_true",
-        help="text recognition: keep the full CTC output [N, T, classes]; without it, the OM reduces it on the "
-        "device to [N, T] indices and scores, which the route decodes exactly as PaddleX",
-    )
+    _on_device_args(p)
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty output folder")
 
 
@@ -216,6 +212,22 @@ COMMANDS = (
         example="paddlex-npu convert MODEL_DIR -o PACKAGE --soc-version Ascend310P3",
     ),
 )
+
+
+def _on_device_args(p) -> None:
+    """What convert moves onto the device by default, each with its way out."""
+    p.add_argument(
+        "--no-reduce",
+        action="store_true",
+        help="text recognition: keep the full CTC output [N, T, classes]; without it, the OM reduces it on the "
+        "device to [N, T] indices and scores, which the route decodes exactly as PaddleX",
+    )
+    p.add_argument(
+        "--no-device-normalise",
+        action="store_true",
+        help="text detection: take float32 input normalised on the host, as PaddleX gives it; without it, the OM "
+        "takes the image's 8-bit pixels and normalises them on the device (a quarter of the bytes)",
+    )
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

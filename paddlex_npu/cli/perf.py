@@ -40,7 +40,7 @@ def _benchmark_inputs(args: argparse.Namespace):
     else:
         det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
         folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
-        packages = ocr_packages(root, folder / "packages", det, rec, reduce=not args.no_reduce)
+        packages = ocr_packages(root, folder / "packages", det, rec, not args.no_reduce, not args.no_device_normalise)
         config = assets.ocr_pipeline_config(packages, det=det, rec=rec)
         paddle = assets.ocr_pipeline_config(root / "paddle", det=det, rec=rec)
         cpu = {e: paddle if e == "paddle_static" else config for e in engines}
@@ -56,10 +56,11 @@ def _check_package_args(args: argparse.Namespace) -> None:
     from ..errors import ConfigError
 
     given = getattr(args, "pipeline", None) or getattr(args, "model", None)
-    if given and (args.no_reduce or args.rec or args.det):
+    if given and (args.no_reduce or args.no_device_normalise or args.rec or args.det):
         raise ConfigError(
-            "--no-reduce, --det and --rec choose the bundled pipeline's packages; with --pipeline or --model, "
-            "convert your recognition model with `paddlex-npu convert --no-reduce` and name that package in the YAML"
+            "--no-reduce, --no-device-normalise, --det and --rec choose the bundled pipeline's packages; with "
+            "--pipeline or --model, convert your models with `paddlex-npu convert --no-reduce` (or "
+            "--no-device-normalise) and name those packages in the YAML"
         )
 
 
@@ -138,7 +139,8 @@ def _serve_load_inputs(args: argparse.Namespace, folder: Path):
     else:
         det, rec = args.det or assets.DET, args.rec or assets.REC
         out = Path(tempfile.mkdtemp(prefix="packages-", dir=folder))  # new: a --workdir's own files stay
-        packages = ocr_packages(assets.build_model_folders(), out, det, rec, reduce=not args.no_reduce)
+        root = assets.build_model_folders()
+        packages = ocr_packages(root, out, det, rec, not args.no_reduce, not args.no_device_normalise)
         pipeline = folder / "ocr.yaml"
         config = assets.ocr_pipeline_config(packages, det=det, rec=rec)
         config["Serving"] = {"visualize": False}
@@ -418,7 +420,7 @@ def serve_bench_args(p: argparse.ArgumentParser) -> None:
 
 
 def _package_args(p) -> None:
-    """--det, --rec, --no-reduce: the bundled pipeline's packages (benchmark, serve-bench)."""
+    """--det, --rec, --no-reduce, --no-device-normalise: the bundled pipeline's packages (benchmark, serve-bench)."""
     from ..samples.assets import DET, DET_V6_SMALL, DET_V6_TINY, REC, REC_V5, REC_V6_SMALL, REC_V6_TINY
 
     p.add_argument(
@@ -435,6 +437,13 @@ def _package_args(p) -> None:
         help="convert the bundled recogniser as `convert --no-reduce` does: its full CTC output goes to the host "
         "(default: reduced on the device, as convert does; benchmark figures before 2026-12-05 and serve-bench "
         "figures before 2026-12-04 ran it unreduced)",
+    )
+    p.add_argument(
+        "--no-device-normalise",
+        action="store_true",
+        help="convert the bundled detector as `convert --no-device-normalise` does: float32 input normalised on the "
+        "host (default: 8-bit pixels normalised on the device, as convert does; figures before 2026-12-06 ran the "
+        "detector as bundled, normalised on the host)",
     )
 
 

@@ -23,6 +23,7 @@ records it. Schema (``schema: "paddlex-npu/om-manifest/1"``)::
       "onnx_sha256": "<sha256 of the inference.onnx ATC converted>",
       "atc_command": "atc --framework=5 ...",
       "reduction": {"kind": "ctc_greedy", "source": "softmax_11.tmp_0", "classes": 6625},
+      "normalisation": {"kind": "affine_uint8", "input": "x", "alpha": [0.0171, ...], "beta": [-2.1179, ...]},
       "loop": {"step": "step", "tail": "tail", "node": "Loop.0", ...}
     }
 
@@ -48,6 +49,11 @@ are a reduction of the model's own. ``ctc_greedy``: a recognition model's CTC ou
 classes]`` was reduced on the device to ``ctc_indices [N, T]`` (int32, the argmax over the classes) and
 ``ctc_scores [N, T]`` (float32, the max), the two things PaddleX's greedy ``CTCLabelDecode`` takes of it
 (:mod:`paddlex_npu.build.reduction`).
+
+``normalisation`` (optional; absent in packages built before it, or with ``convert --no-device-normalise``): the
+OM takes the image's 8-bit pixels on ``input`` (dtype uint8, still NCHW) and normalises them on the device as
+PaddleX's ``NormalizeImage`` does on the host, ``float32(x) * alpha[c] + beta[c]`` per channel
+(:mod:`paddlex_npu.build.normalisation`).
 
 ``loop`` (optional): the model was split around a data-dependent ``Loop`` that ATC cannot build
 (:mod:`.loop_split`): this OM is the encoder, the sub-folders ``step/`` and ``tail/`` are packages of their own, and
@@ -134,6 +140,17 @@ class OutputReduction(BaseModel):
     classes: int = Field(gt=0)  # its class axis' length
 
 
+class InputNormalisation(BaseModel):
+    """How the OM normalises an input's 8-bit pixels itself (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["affine_uint8"]
+    input: str  # the input that takes uint8 pixels
+    alpha: List[float]  # per channel: PaddleX's NormalizeImage scale / std
+    beta: List[float]  # per channel: -mean / std
+
+
 class OMManifest(BaseModel):
     """See the module docstring for the schema."""
 
@@ -152,6 +169,7 @@ class OMManifest(BaseModel):
     onnx_sha256: Optional[str] = None
     atc_command: Optional[str] = None
     reduction: Optional[OutputReduction] = None
+    normalisation: Optional[InputNormalisation] = None
     loop: Optional[LoopSpec] = None  # a model split around its Loop: this OM is the encoder (om/loop_split.py)
 
     @model_validator(mode="after")
@@ -160,6 +178,10 @@ class OMManifest(BaseModel):
             raise ValueError(f"schema {self.schema_!r} is not {SCHEMA!r}")
         if self.reduction is not None and self.outputs and tuple(self.outputs) != CTC_OUTPUTS:
             raise ValueError(f"a ctc_greedy reduction's outputs are {list(CTC_OUTPUTS)}, not {self.outputs}")
+        if self.normalisation is not None:
+            spec = next((i for i in self.inputs if i.name == self.normalisation.input), None)
+            if spec is None or spec.dtype != "uint8":
+                raise ValueError(f"normalisation: input {self.normalisation.input!r} is not one of the uint8 inputs")
         self._check_data_dependent()
         self._check_output_dims()
         n_dyn = sum(len(i.dynamic_dims) for i in self.inputs)

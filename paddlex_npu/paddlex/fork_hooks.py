@@ -30,10 +30,11 @@ def legacy_om_route(predictor: Any, use_hpip: Any, hpi_config: Any, device: Any)
 
 def legacy_static_infer(predictor: Any) -> Any:
     """PaddleX 3.0-3.4 ``create_static_infer``: the OM runner, or None for PaddleX's own."""
-    from .ctc_decode import enable_fork
+    from . import ctc_decode, pixels
     from .paddlex_34 import om_static_infer
 
     infer = om_static_infer(predictor)
     if infer is not None:
-        enable_fork()  # the runner may return CTC outputs reduced on the device
+        ctc_decode.enable_fork()  # the runner may return CTC outputs reduced on the device
+        pixels.enable_fork()  # and take 8-bit pixels
     return infer

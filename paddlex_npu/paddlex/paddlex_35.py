@@ -8,7 +8,9 @@ What it adds, all removed again on uninstall:
   ``engine_config``, flat or its ``hpi`` bucket) with backend ``om`` on an ``npu`` device, or with no backend
   and an OM package as model folder, to that engine (no ``ultra-infer`` needed), and that refuses
   ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort);
-- ``CTCLabelDecode.__call__`` taking CTC outputs reduced on the device (:mod:`.ctc_decode`).
+- ``CTCLabelDecode.__call__`` taking CTC outputs reduced on the device (:mod:`.ctc_decode`);
+- ``TextDetRunnerPredictor.process``: a predictor of a package that normalises on the device hands it 8-bit
+  pixels (:mod:`.pixels`).
 Every other call reaches PaddleX unchanged.
 """
 
@@ -29,7 +31,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import OMRunner, build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, multidevice, routing
+from . import ctc_decode, multidevice, pixels, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -235,6 +237,7 @@ class Paddlex35Adapter(Adapter):
         self._add_bindings()
         _clear_engine_caches()
         ctc_decode.enable_fork()
+        pixels.enable_fork()
 
     def apply(self, record: PatchRecord) -> None:
         registry = InferenceEngine.all()
@@ -250,6 +253,7 @@ class Paddlex35Adapter(Adapter):
         record.on_apply_and_revert(_clear_engine_caches)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
+        pixels.apply(record)  # detection packages that normalise on the device get 8-bit pixels
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:

@@ -149,7 +149,7 @@ class BenchmarkReport:
         if self.cpu_unreduced:
             cpu = (
                 f"; PaddleX's CPU engines ran the models the packages were built from ({', '.join(self.cpu_unreduced)} "
-                "without the reduction)"
+                "without what convert added on the device)"
             )
         elif any(r.engine != "om" for r in self.routes):
             cpu = "; PaddleX's CPU engines ran the packages' own models (no reduction to take off)"

@@ -445,17 +445,22 @@ def triton_server(
     return Server(name, argv, triton_env, http_port, "/v2/health/ready", "triton", (REC_MODEL, OCR_MODEL))
 
 
-def ocr_packages(root: Path, out: Path, det: str, rec: str, reduce: bool = True) -> Path:
+def ocr_packages(root: Path, out: Path, det: str, rec: str, reduce: bool = True, device_normalise: bool = True) -> Path:
     """A folder ``out`` of OM packages for the OCR pipeline from the bundled model folders of ``root``
-    (:func:`~..samples.assets.build_model_folders`): ``det`` as bundled, ``rec`` converted by ``convert`` (no ATC)
-    with its CTC output reduced on the device, or with ``reduce=False`` not (``convert --no-reduce``)."""
+    (:func:`~..samples.assets.build_model_folders`), both converted by ``convert`` (no ATC): ``det`` taking 8-bit
+    pixels normalised on the device, or with ``device_normalise=False`` as bundled (``convert
+    --no-device-normalise``); ``rec`` with its CTC output reduced on the device, or with ``reduce=False`` not
+    (``convert --no-reduce``)."""
     from ..build.convert import convert
 
     out = Path(out)
     if out.exists() and any(out.iterdir()):  # never replace what is there: it may be the user's
         raise ConfigError(f"{out} is not empty: the OCR packages go into a new or empty folder")
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(Path(root) / "om" / det, out / det)
+    if device_normalise:
+        convert(Path(root) / "om" / det, out / det, "Ascend310P3", "dymshape", run=False)
+    else:
+        shutil.copytree(Path(root) / "om" / det, out / det)
     convert(Path(root) / "om" / rec, out / rec, "Ascend310P3", "dymshape", run=False, reduce=reduce)
     return out
 

@@ -5,7 +5,9 @@ A reduced package's ``inference.onnx`` ends in the reduction (``ArgMax``/``Reduc
 PaddleX's ``CTCLabelDecode`` cannot take its two ``[N, T]`` arrays (``TypeError: object of type 'numpy.int64' has
 no len()``), and it is not the model PaddleX would run. The manifest records the reduction (``reduction``: the
 output it replaced and its class count), so the source model is the package's ONNX with the appended nodes taken
-off (:func:`..build.reduction.unreduced`, equal outputs to the ONNX ``convert`` was given).
+off (:func:`..build.reduction.unreduced`, equal outputs to the ONNX ``convert`` was given). A detection package
+that normalises on the device (``normalisation``) takes uint8 pixels; its source model is the ONNX with the
+normalising head taken off, float32 in again (:func:`..build.normalisation.unnormalised`).
 """
 
 from __future__ import annotations
@@ -64,20 +66,27 @@ def describe(found: Dict[str, bool]) -> str:
 
 
 def source_config(pipeline: Union[str, Path, Dict[str, Any]], work: Path) -> Tuple[Dict[str, Any], List[str]]:
-    """The pipeline config with every reduced package replaced by its source model, written under ``work`` (the
-    package's files without its OM parts, and the unreduced ONNX); and the names of the models so replaced."""
+    """The pipeline config with every reduced or device-normalising package replaced by its source model, written
+    under ``work`` (the package's files without its OM parts, and the source ONNX); and the names of the models so
+    replaced."""
+    from ..build.normalisation import unnormalised
     from ..build.reduction import unreduced
 
     config = load_config(pipeline)
     replaced: Dict[str, str] = {}
     names: List[str] = []
     for folder in model_dirs(config):
-        reduction = reduction_of(folder)
-        if reduction is None or str(folder) in replaced:
+        path = Path(folder) / mf.MANIFEST_NAME
+        man = mf.load(path) if path.is_file() else None
+        if man is None or (man.reduction is None and man.normalisation is None) or str(folder) in replaced:
             continue
         out = Path(work) / f"{len(replaced)}-{folder.name}"
         shutil.copytree(folder, out, ignore=shutil.ignore_patterns(*_OM_FILES))
-        unreduced(folder / "inference.onnx", reduction, out / "inference.onnx")
+        onnx = folder / "inference.onnx"
+        if man.reduction is not None:
+            onnx = unreduced(onnx, man.reduction, out / "inference.onnx")
+        if man.normalisation is not None:
+            unnormalised(onnx, man.normalisation, out / "inference.onnx")
         replaced[str(folder)] = str(out)
         names.append(model_name(folder))
     _replace_dirs(config, replaced)

@@ -53,8 +53,9 @@ def _font(size: int) -> Any:
         return ImageFont.load_default()
 
 
-def render(model: str, shape: List[int]) -> List[np.ndarray]:
-    """Text rendered at ``shape`` ``[N, 3, H, W]`` itself, normalised as PaddleX's preprocessing does."""
+def render(model: str, shape: List[int], pixels: bool = False) -> List[np.ndarray]:
+    """Text rendered at ``shape`` ``[N, 3, H, W]`` itself, normalised as PaddleX's preprocessing does, or with
+    ``pixels`` the 8-bit pixels (for a package that normalises on the device)."""
     from PIL import Image, ImageDraw
 
     n, _, h, w = shape
@@ -68,8 +69,10 @@ def render(model: str, shape: List[int]) -> List[np.ndarray]:
         draw = ImageDraw.Draw(img)
         for y in [(h - size) // 2] if rec else range(8, h - size, size * 2):
             draw.text((4 + 7 * k, y), line[k:], fill="black", font=font)
-        samples.append(np.asarray(img, np.float32) / 255)
-    x = np.stack(samples)
+        samples.append(np.asarray(img, np.uint8))
+    if pixels:
+        return [np.ascontiguousarray(np.stack(samples).transpose(0, 3, 1, 2))]
+    x = np.stack(samples).astype(np.float32) / 255
     x = (x - 0.5) / 0.5 if rec else (x - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
     return [x.transpose(0, 3, 1, 2).astype(np.float32)]
 

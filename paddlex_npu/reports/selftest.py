@@ -147,7 +147,7 @@ def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench"
     man = mf.load(folder / mf.MANIFEST_NAME)
     shapes = call_shapes(man, model)
     sides = ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",)
-    feeds = {name: render(model, shape) for name, shape in shapes.items()}
+    feeds = {name: render(model, shape, man.normalisation is not None) for name, shape in shapes.items()}
     from ..run.reference import numerics
 
     with numerics("package" if runtime == "ais_bench" else "fp32"):  # the device's precision against the device

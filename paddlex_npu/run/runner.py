@@ -166,9 +166,25 @@ class OMRunner:
                 f"{len(self.input_names)} ({', '.join(self.input_names)})"
             )
         arrays = sort_inputs(arrays, self.input_names)
+        self._check_pixels(arrays)
         feeds = [np.ascontiguousarray(a, dtype=dt) for a, dt in zip(arrays, self._in_dtypes)]
         outputs = self.infer(feeds) if self.loop is None else self.loop(feeds, self.infer)
         return outputs if self.manifest.reduction is None else CTCReduced(outputs)
+
+    def _check_pixels(self, arrays: List[Any]) -> None:
+        """An input the OM normalises on the device takes 8-bit pixels: refuse anything else rather than cast it
+        (float32 values normalised on the host would become garbage as uint8)."""
+        norm = self.manifest.normalisation
+        if norm is None:
+            return
+        got = np.asarray(arrays[self.input_names.index(norm.input)]).dtype
+        if got != np.uint8:
+            raise InputMismatchError(
+                f"{self.name}: input {norm.input!r} is {got}; this package takes 8-bit pixels and normalises them on "
+                "the device (convert's default for detection). PaddleX's predictor normalised them on the host: "
+                "run it through paddlex_npu's route (import paddlex_npu before creating it), or convert the model "
+                "with --no-device-normalise"
+            )
 
     def infer(self, feeds: List[np.ndarray]) -> List[np.ndarray]:
         """One inference on feeds already in model order and dtypes, through the shape policy."""

@@ -80,14 +80,14 @@ def test_benchmark_names_a_pipeline_paddlex_does_not_know_for_every_route(tmp_pa
 
 def test_benchmark_refuses_package_choices_with_a_pipeline_of_its_own(tmp_path):
     err = _refused(_cli("benchmark", "--pipeline", "OCR", "--rec", "PP-OCRv6_small_rec"), 1)
-    assert "paddlex-npu benchmark: --no-reduce, --det and --rec choose the bundled pipeline's packages" in err
+    assert "paddlex-npu benchmark: --no-reduce, --no-device-normalise, --det and --rec choose the bundled" in err
 
 
 def test_serve_bench_refuses_package_choices_with_a_pipeline_of_its_own(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path))  # where a work folder would be made
     err = _refused(_cli("serve-bench", "--pipeline", "OCR", "--no-reduce", env=env), 1)
-    assert "paddlex-npu serve-bench: --no-reduce, --det and --rec choose the bundled pipeline's packages" in err
-    assert "convert your recognition model with `paddlex-npu convert --no-reduce`" in err
+    assert "paddlex-npu serve-bench: --no-reduce, --no-device-normalise, --det and --rec choose the bundled" in err
+    assert "convert your models with `paddlex-npu convert --no-reduce`" in err
     _refused(_cli("serve-bench", "--pipeline", str(tmp_path / "missing.yaml"), env=env), 1)
     assert not list(tmp_path.glob("paddlex-npu-serve-load-*")), "a refused run left its work folder behind"
 

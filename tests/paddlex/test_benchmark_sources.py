@@ -27,18 +27,22 @@ def _run(onnx_path, x):
     return [o.name for o in session.get_outputs()], session.run(None, {session.get_inputs()[0].name: x})
 
 
-def test_the_source_of_a_reduced_package_is_the_model_it_was_built_from(packages, asset_root, tmp_path):
+def test_the_source_of_a_converted_package_is_the_model_it_was_built_from(packages, asset_root, tmp_path):
+    """The reduced recogniser and the device-normalising detector, each given back as the bundled model."""
     config = assets.ocr_pipeline_config(packages)
     assert reductions(config) == {assets.REC: True}
     source, names = source_config(config, tmp_path)
-    assert names == [assets.REC]
+    assert names == [assets.DET, assets.REC]
     det, rec = (source["SubModules"][k]["model_dir"] for k in ("TextDetection", "TextRecognition"))
-    assert det == str(packages / assets.DET)  # nothing to take off: the package itself
-    assert sorted(p.name for p in (tmp_path / f"0-{assets.REC}").iterdir()) == ["inference.onnx", "inference.yml"]
-    x = np.random.default_rng(0).random((2, 3, 48, 200), dtype=np.float32)
-    got_names, got = _run(f"{rec}/inference.onnx", x)
-    want_names, want = _run(asset_root / "om" / assets.REC / "inference.onnx", x)
-    assert got_names == want_names and got[0].shape == want[0].shape and np.array_equal(got[0], want[0])
+    assert sorted(p.name for p in (tmp_path / f"1-{assets.REC}").iterdir()) == ["inference.onnx", "inference.yml"]
+    rng = np.random.default_rng(0)
+    for folder, model, x in (
+        (rec, assets.REC, rng.random((2, 3, 48, 200), dtype=np.float32)),
+        (det, assets.DET, rng.standard_normal((1, 3, 96, 128), dtype=np.float32)),
+    ):
+        got_names, got = _run(f"{folder}/inference.onnx", x)
+        want_names, want = _run(asset_root / "om" / model / "inference.onnx", x)
+        assert got_names == want_names and got[0].shape == want[0].shape and np.array_equal(got[0], want[0])
     assert config["SubModules"]["TextRecognition"]["model_dir"] == str(packages / assets.REC)  # given one unchanged
 
 
@@ -63,5 +67,5 @@ def test_a_report_says_which_route_it_measured():
     )
     assert new.route_text() == (
         f"NPU route: {assets.REC} CTC output reduced on the device (as convert builds it); PaddleX's CPU engines "
-        f"ran the models the packages were built from ({assets.REC} without the reduction)"
+        f"ran the models the packages were built from ({assets.REC} without what convert added on the device)"
     )
