@@ -49,6 +49,7 @@ def main() -> int:
     p.add_argument("--pages", type=int, default=4)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--no-reduce", action="store_true")
+    p.add_argument("--no-device-normalise", action="store_true")
     p.add_argument("--engine", choices=("om", "onnxruntime"), default="om")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--out", type=Path, help="write the raw profile (pstats) here")
@@ -63,7 +64,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="paddlex-npu-profile-"))
     root = assets.build_model_folders()
     if args.engine == "om":
-        packages = ocr_packages(root, work / "packages", args.det, args.rec, reduce=not args.no_reduce)
+        on_device = (not args.no_reduce, not args.no_device_normalise)
+        packages = ocr_packages(root, work / "packages", args.det, args.rec, *on_device)
         pipeline = create_on_device(assets.ocr_pipeline_config(packages, det=args.det, rec=args.rec), 0, None)
     else:
         pipeline = cpu_route(assets.ocr_pipeline_config(root / "om", det=args.det, rec=args.rec), "onnxruntime")
