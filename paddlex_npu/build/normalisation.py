@@ -7,7 +7,7 @@ uint8 (same name, same NCHW shape, ranges and gears), followed by ``Cast`` to fl
 ``Add`` of beta, each as a ``[1, C, 1, 1]`` float32 constant, the same float32 operations in the same order as
 PaddleX's. ATC builds these as ordinary operators in every shape mode (ATC's AIPP could do it too, but not with a
 shape range on a one-input model; docs/benchmark.md). The host then skips the normalisation and moves a quarter of
-the bytes (:mod:`paddlex_npu.paddlex.pixels` fits PaddleX's predictor to it).
+the bytes (:mod:`paddlex_npu.paddlex.host_steps` fits PaddleX's predictor to it).
 
 The manifest records it (``normalisation``, :class:`paddlex_npu.om.manifest.InputNormalisation`);
 :func:`unnormalised` gives back the model the package was built from (what PaddleX's own engines run).

@@ -16,8 +16,8 @@ Patched, and restored by the patch record:
   (PP-OCRv6, which PaddleX 3.7 brought) raises :class:`UnknownModelError` saying so, instead of a
   ``ClassNotFoundException`` listing every registered name from deep inside PaddleX;
 - ``CTCLabelDecode.__call__``: CTC outputs reduced on the device decoded as PaddleX does (:mod:`.ctc_decode`);
-- ``TextDetPredictor.process``: a predictor of a package that normalises on the device hands it 8-bit pixels
-  (:mod:`.pixels`).
+- ``TextDetPredictor.process``, ``TextRecPredictor.process``: the OM route's pre-processing steps, same outputs
+  with less host work (:mod:`.host_steps`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, multidevice, pixels, routing
+from . import ctc_decode, host_steps, multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -168,7 +168,7 @@ class Paddlex34Adapter(Adapter):
         record.set_attr(BasePredictor, "get", getter)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
-        pixels.apply(record)  # detection packages that normalise on the device get 8-bit pixels
+        host_steps.apply(record)  # the OM route's detection and recognition pre-processing (same outputs)
 
 
 ADAPTER = Paddlex34Adapter()

@@ -9,8 +9,8 @@ What it adds, all removed again on uninstall:
   and an OM package as model folder, to that engine (no ``ultra-infer`` needed), and that refuses
   ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort);
 - ``CTCLabelDecode.__call__`` taking CTC outputs reduced on the device (:mod:`.ctc_decode`);
-- ``TextDetRunnerPredictor.process``: a predictor of a package that normalises on the device hands it 8-bit
-  pixels (:mod:`.pixels`).
+- ``TextDetRunnerPredictor.process``, ``TextRecRunnerPredictor.process``: the OM route's pre-processing steps,
+  same outputs with less host work (:mod:`.host_steps`).
 Every other call reaches PaddleX unchanged.
 """
 
@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import OMRunner, build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, multidevice, pixels, routing
+from . import ctc_decode, host_steps, multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -237,7 +237,7 @@ class Paddlex35Adapter(Adapter):
         self._add_bindings()
         _clear_engine_caches()
         ctc_decode.enable_fork()
-        pixels.enable_fork()
+        host_steps.enable_fork()
 
     def apply(self, record: PatchRecord) -> None:
         registry = InferenceEngine.all()
@@ -253,7 +253,7 @@ class Paddlex35Adapter(Adapter):
         record.on_apply_and_revert(_clear_engine_caches)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
-        pixels.apply(record)  # detection packages that normalise on the device get 8-bit pixels
+        host_steps.apply(record)  # the OM route's detection and recognition pre-processing (same outputs)
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:

@@ -31,7 +31,7 @@ class _TimedModel:
 
     def __init__(self, inner: Any, clock: StageClock) -> None:
         self._inner, self._clock = inner, clock
-        self.__wrapped__ = inner  # what it stands for (pixels.om_runner_of looks through it)
+        self.__wrapped__ = inner  # what it stands for (host_steps.om_runner_of looks through it)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         clock = self._clock

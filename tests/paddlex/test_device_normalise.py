@@ -1,6 +1,6 @@
 """Detection's input normalisation on the device (issue 42): ``convert`` makes a text detection model take 8-bit
 pixels and puts PaddleX's ``NormalizeImage`` arithmetic at the head of the graph; the route's predictor hands it
-the pixels (``paddlex_npu.paddlex.pixels``).
+the pixels (``paddlex_npu.paddlex.host_steps``).
 
 Checked on the reference runtime (ONNX Runtime runs the ONNX the OM is built from): boxes and scores equal to
 PaddleX's own engine on rendered pages and a photo-like image with a four-channel copy, for PP-OCRv4 and v6
