@@ -10,9 +10,9 @@ On its first call, a text detection or recognition predictor whose runner is an 
   keeps their memory order, and the runner would copy it again);
 - **recognition** (PaddleX's dynamic-width ``OCRReisizeNormImg``, not a fixed ``input_shape``): ``ReisizeNorm`` ->
   :class:`RecResize` (PaddleX's own geometry and ``cv2.resize``, the normalisation left for the batch) and
-  ``ToBatch`` -> :class:`RecBatch` (each line normalised through a 256-entry table computed with PaddleX's own
-  float32 operations, written once into the zero-padded batch: bit-equal to PaddleX's resize, normalise, pad
-  and ``np.pad`` to the widest).
+  ``ToBatch`` -> :class:`RecBatch` (each line normalised with PaddleX's own float32 operations and written once
+  into the zero-padded batch, where PaddleX pads each line, then ``np.pad``s it again to the widest and stacks:
+  bit-equal, one allocation instead of three copies).
 
 Resize and ``ToCHW`` of detection stay PaddleX's. Texts, scores and boxes are PaddleX's
 (tests/paddlex/test_device_normalise.py, tests/paddlex/test_host_steps.py).
@@ -73,20 +73,6 @@ class Resized(NamedTuple):
     width: int  # the padded width PaddleX gives it (imgW)
 
 
-def _table(dtype: np.dtype) -> Optional[np.ndarray]:
-    """PaddleX's ``(x.astype(float32) / 255 - 0.5) / 0.5`` for every 8-bit value, with its own operations in
-    its order (so each entry is the bits PaddleX computes); None for other dtypes."""
-    if dtype != np.uint8:
-        return None
-    table = np.arange(256, dtype=np.uint8).astype("float32") / 255
-    table -= 0.5
-    table /= 0.5
-    return table
-
-
-_TABLE = _table(np.dtype(np.uint8))
-
-
 class RecResize:
     """In place of PaddleX's ``OCRReisizeNormImg`` (dynamic width): its geometry and resize, no normalisation."""
 
@@ -114,7 +100,8 @@ class RecResize:
 
 
 class RecBatch:
-    """In place of PaddleX's recognition ``ToBatch``: every line normalised once into the zero-padded batch."""
+    """In place of PaddleX's recognition ``ToBatch``: every line normalised and written once into the zero-padded
+    batch."""
 
     def __call__(self, imgs: List[Resized]) -> List[np.ndarray]:
         if not imgs:
@@ -122,14 +109,10 @@ class RecBatch:
         height, channels = imgs[0].pixels.shape[0], imgs[0].pixels.shape[2]
         batch = np.zeros((len(imgs), channels, height, max(r.width for r in imgs)), dtype=np.float32)
         for i, (pixels, _) in enumerate(imgs):
-            view = batch[i, :, :, : pixels.shape[1]]
-            if _TABLE is not None and pixels.dtype == np.uint8:
-                view[...] = _TABLE[pixels].transpose(2, 0, 1)
-            else:  # PaddleX's arithmetic itself, for other dtypes
-                norm = pixels.astype("float32").transpose((2, 0, 1)) / 255
-                norm -= 0.5
-                norm /= 0.5
-                view[...] = norm
+            norm = pixels.astype("float32").transpose((2, 0, 1)) / 255  # PaddleX's operations, in its order
+            norm -= 0.5
+            norm /= 0.5
+            batch[i, :, :, : pixels.shape[1]] = norm
         return [batch]
 
 
