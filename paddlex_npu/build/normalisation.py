@@ -53,12 +53,21 @@ def normalise_on_device(onnx_path: Path, alpha: List[float], beta: List[float]) 
     model = onnx.load(str(onnx_path))
     graph = model.graph
     inputs = [i for i in graph.input if i.name not in {t.name for t in graph.initializer}]
+    if {n.name for n in graph.node} >= set(_NODES):  # a package's ONNX converted again: it normalises already
+        consts = {t.name: numpy_helper.to_array(t).ravel().tolist() for t in graph.initializer}
+        kept = (consts[f"{_PREFIX}_alpha"], consts[f"{_PREFIX}_beta"])
+        if not np.array_equal(np.float32(kept), np.float32((alpha, beta))):
+            raise ConvertError(
+                f"{onnx_path}: it already normalises on the device with other values than its inference.yml's "
+                f"NormalizeImage: convert the model it was built from (`--no-device-normalise` keeps it as it is)"
+            )
+        return mf.InputNormalisation(kind="affine_uint8", input=inputs[0].name, alpha=list(alpha), beta=list(beta))
     dims = inputs[0].type.tensor_type.shape.dim if len(inputs) == 1 else []
     if (
         len(inputs) != 1
         or inputs[0].type.tensor_type.elem_type != TensorProto.FLOAT
         or len(dims) != 4
-        or dims[1].dim_value != len(alpha)
+        or dims[1].dim_value not in (0, len(alpha))  # 0: a channel dim the export left open (dim_param)
     ):
         raise ConvertError(
             f"{onnx_path}: device normalisation needs one float32 NCHW image input with {len(alpha)} channels; "
@@ -90,7 +99,18 @@ def maybe_normalise(
 ) -> Optional[mf.InputNormalisation]:
     """The device normalisation of a text detection model whose ``inference.yml`` normalises with
     ``NormalizeImage`` (``enabled`` False: none)."""
-    affine = affine_of(cfg) if enabled and task_kind == TEXT_DET else None
+    if task_kind != TEXT_DET:
+        return None
+    if not enabled:
+        import onnx
+
+        if {n.name for n in onnx.load(str(onnx_path), load_external_data=False).graph.node} >= set(_NODES):
+            raise ConvertError(
+                f"{onnx_path}: this model already normalises on the device (a package's ONNX converted again); "
+                "--no-device-normalise needs the model it was built from"
+            )
+        return None
+    affine = affine_of(cfg)
     return None if affine is None else normalise_on_device(onnx_path, *affine)
 
 

@@ -98,7 +98,13 @@ def test_pir_packages_match_paddle_and_the_legacy_onnx(pir_packages, asset_root)
         x = {"x": np.random.default_rng(1).random(shape, dtype=np.float32)}
         ours = OnnxModel.open(out / model / "inference.onnx")
         legacy = OnnxModel.open(asset_root / "om" / model / "inference.onnx")
-        got, want = ours.session.run(None, x), legacy.session.run(None, x)
+        norm = mf.load(out / model / mf.MANIFEST_NAME).normalisation
+        if norm is not None:  # convert normalises detection on the device: ours takes the pixels, legacy floats
+            pixels = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+            alpha, beta = (np.float32(v).reshape(1, 3, 1, 1) for v in (norm.alpha, norm.beta))
+            got, want = ours.session.run(None, {"x": pixels}), legacy.session.run(None, {"x": pixels * alpha + beta})
+        else:
+            got, want = ours.session.run(None, x), legacy.session.run(None, x)
         if model == assets.REC:  # convert reduced the CTC output on the device: the legacy output's argmax and max
             want = [want[0].argmax(-1).astype(np.int32), want[0].max(-1)]
         assert len(got) == len(want), model

@@ -23,7 +23,7 @@ import yaml
 from paddlex_npu.build.convert import convert
 from paddlex_npu.build.normalisation import affine_of, unnormalised
 from paddlex_npu.config import OMBackendConfig
-from paddlex_npu.errors import ConfigError, InputMismatchError
+from paddlex_npu.errors import ConfigError, ConvertError, InputMismatchError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.run.runner import build_om_runner
 from paddlex_npu.samples import assets
@@ -147,3 +147,15 @@ def test_float32_input_and_a_changed_normalisation_are_refused(asset_root, pages
     (changed / "inference.yml").write_text(yaml.safe_dump(cfg))
     with pytest.raises(ConfigError, match="normalises its input on the device"):
         _detect(assets.DET, changed, pages[:1])
+
+
+def test_a_package_converted_again_keeps_its_normalisation_once(asset_root, tmp_path):
+    import onnx
+
+    first = _package(asset_root, tmp_path / "a", assets.DET)
+    again = tmp_path / "b" / assets.DET
+    convert(first, again, "Ascend310P3", "dymshape", run=False)
+    assert mf.load(again / mf.MANIFEST_NAME).normalisation == mf.load(first / mf.MANIFEST_NAME).normalisation
+    assert onnx.load(str(again / "inference.onnx")).graph == onnx.load(str(first / "inference.onnx")).graph
+    with pytest.raises(ConvertError, match="already normalises on the device"):
+        convert(first, tmp_path / "c" / assets.DET, "Ascend310P3", "dymshape", run=False, device_normalise=False)
