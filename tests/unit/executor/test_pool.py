@@ -5,11 +5,13 @@ budget, admission, close and device loss. Waits are on futures and on files the 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing as mp
 import os
 import pickle
 import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import CancelledError
 from pathlib import Path
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from paddlex_npu.errors import PoolClosedError, QueueFullError, WorkerCrashedError, WorkerStartError
-from paddlex_npu.executor.pool import Outcome, RestartBudget, WorkerPool
+from paddlex_npu.executor.pool import Outcome, RestartBudget, WorkerPool, _stop_all, _Worker
 from paddlex_npu.executor.worker import Cause, WorkerSpec
 from tests.unit.executor import trivial_pipeline as tp
 
@@ -83,7 +85,10 @@ def test_an_input_comes_back_as_one_flat_outcome():
         assert answer(pool, "env:PADDLEX_NPU_POOL_TEST").results == ["set"]
         status = pool.status
         assert (status.size, status.ready, status.starting, status.busy, status.queued) == (2, 2, 0, 0, 0)
-        assert status.all_ready and status.alive and status.restarts == 0 and not status.closing
+        assert status.all_ready and status.alive and status.restarts == 0
+        assert status.closing is False and status.last_error == ""  # plain values (the health endpoint shows them)
+        named = answer(pool, "process-name")
+        assert named.results == [f"paddlex-npu:{named.device_id}"]  # what ps and the log's processName show
 
 
 def test_an_error_is_answered_and_the_worker_goes_on():
@@ -178,6 +183,9 @@ def test_the_restart_budget_default_is_two_per_worker():
     pool = WorkerPool({0: spec(0), 1: spec(1)}, 2)
     assert pool.size == 4 and pool.restarts.limit == 8 and pool.max_queue == 64 and pool.retries == 1
     pool.close()
+    single = WorkerPool({0: spec(0)})  # one worker per device by default
+    assert single.size == 1 and single.restarts.limit == 2
+    single.close()
 
 
 def test_admission_refuses_beyond_the_queue_and_cancelled_requests_free_their_places(tmp_path):
@@ -195,8 +203,13 @@ def test_admission_refuses_beyond_the_queue_and_cancelled_requests_free_their_pl
         assert all(f.cancel() for f in waiting)
         third = pool.submit(3)  # the cancelled ones' places
         assert pool.counters.dropped == 2 and pool.status.queued == 1
+        fourth = pool.submit(4)
+        assert fourth.cancel()
+        fifth = pool.submit(5)  # full again: the cancelled one's place, counted on top of the others
+        assert pool.counters.dropped == 3 and pool.status.queued == 2
         gate.touch()
         assert held.result(WAIT).results == ["opened"] and third.result(WAIT).results[0]["value"] == 18
+        assert fifth.result(WAIT).results[0]["value"] == 30
         with pytest.raises(CancelledError):
             waiting[0].result(0)
 
@@ -220,9 +233,14 @@ def test_close_fails_what_waits_and_leaves_no_process(tmp_path):
     held = pool.submit(f"gate:{gate}")
     wait_for(Path(f"{gate}.started"))
     others = [pool.submit(n) for n in range(4)]
+    opener = threading.Timer(5, gate.touch)  # a bound: the input would end by itself after 30 s
+    opener.start()
+    started = time.monotonic()
     pool.close(wait=False)
-    assert all(gone(p) for p in pids) and pool.workers == []
-    with pytest.raises(PoolClosedError, match="shutting down"):
+    assert 1.9 <= time.monotonic() - started < 2.8  # 2 s for the running input, then it is terminated
+    opener.cancel()
+    assert all(gone(p) for p in pids) and pool.workers == [] and not Path(f"{gate}.done").exists()
+    with pytest.raises(PoolClosedError, match="^the pool is shutting down; retry on another server$"):
         held.result(WAIT)
     assert all(f.done() for f in others)
     with pytest.raises(PoolClosedError, match="shutting down"):
@@ -238,6 +256,79 @@ def test_close_lets_a_running_input_finish():
     running_one.result(WAIT)
     pool.close(wait=True)
     assert gone(pid) and running_one.result().ok
+
+
+def test_close_by_default_waits_for_a_running_input_to_end(tmp_path):
+    gate = tmp_path / "gate"
+    pool = WorkerPool({0: spec(0)}, 1)
+    pool.start(WAIT)
+    pid = pool.worker_pids[0]
+    held = pool.submit(f"gate:{gate}")
+    wait_for(Path(f"{gate}.started"))
+    opener = threading.Timer(2.3, gate.touch)  # longer than close(wait=False) would wait
+    opener.start()
+    try:
+        pool.close()  # wait=True, up to 30 s, not forced
+    finally:
+        opener.join()
+    assert Path(f"{gate}.done").exists() and gone(pid) and held.done()
+
+
+def test_close_waits_for_a_running_input_no_longer_than_its_timeout(tmp_path):
+    gate = tmp_path / "gate"
+    pool = WorkerPool({0: spec(0)}, 1)
+    pool.start(WAIT)
+    pid = pool.worker_pids[0]
+    held = pool.submit(f"gate:{gate}")
+    wait_for(Path(f"{gate}.started"))
+    opener = threading.Timer(3, gate.touch)  # a bound for a close that would wait for the input
+    opener.start()
+    try:
+        started = time.monotonic()
+        pool.close(timeout=0.3)
+        assert time.monotonic() - started < 0.9
+    finally:
+        opener.cancel()
+    assert gone(pid) and not Path(f"{gate}.done").exists()
+    with pytest.raises(PoolClosedError):
+        held.result(WAIT)
+
+
+class Unkillable:
+    """A worker process that outlives SIGTERM and SIGKILL (stuck in the kernel, e.g. in a device driver's call):
+    no real process can be made to, so it records what is done to it."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    def is_alive(self) -> bool:
+        return True
+
+    def terminate(self) -> None:
+        self.calls.append("terminate")
+
+    def kill(self) -> None:
+        self.calls.append("kill")
+
+    def join(self, timeout=None) -> None:
+        self.calls.append(("join", timeout))
+
+
+def test_stopping_workers_gives_up_on_one_that_will_not_die():
+    parent, child = mp.Pipe()
+    stuck = Unkillable()
+    _stop_all([_Worker(0, stuck, parent)])  # close()'s last step
+    assert stuck.calls == ["terminate", ("join", 5), "kill", ("join", 5)]  # bounded: close cannot hang on it
+    assert parent.closed
+    child.close()
+
+
+def test_the_supervisor_is_a_daemon_thread_that_close_ends():
+    with running(retries=0, restarts=RestartBudget(0)) as pool:
+        (supervisor,) = [t for t in threading.enumerate() if t.name == "paddlex-npu-pool"]
+        assert supervisor.daemon  # a pool left open does not keep its program alive
+        assert answer(pool, "die").cause is Cause.CRASHED and pool.workers == []  # it waits on nothing but close
+    assert not supervisor.is_alive()
 
 
 def test_a_lost_device_is_answered_and_its_worker_replaced_on_a_fresh_pid():
@@ -271,6 +362,24 @@ def test_a_worker_that_exits_while_loading_stops_the_start():
     assert text.endswith('put that code under if __name__ == "__main__":)')
 
 
+def test_a_worker_that_does_not_load_in_time_stops_the_start_at_its_timeout():
+    pool = WorkerPool({0: spec(0, "slow")}, 1)  # it would load after 5 s
+    started = time.monotonic()
+    try:
+        with pytest.raises(WorkerStartError, match="a worker on npu:0 did not create the pipeline within"):
+            pool.start(0.1)
+        assert time.monotonic() - started < 0.8  # the loading worker is terminated, not waited for
+    finally:
+        pool.close(force=True)
+    assert pool.workers == [] and pool.status.closing
+
+
+def test_workers_are_spawned_not_forked(monkeypatch):
+    monkeypatch.setattr(tp, "MARK", "changed in the parent")
+    with running() as pool:
+        assert answer(pool, "mark").results == ["as imported"]  # a fresh interpreter: none of the parent's state
+
+
 @pytest.mark.parametrize(
     "kwargs, says",
     [
@@ -299,6 +408,28 @@ pool.start(30)
 print(pool.worker_pids[0], flush=True)
 sys.stdin.read()
 """
+
+
+LEFT_OPEN = """
+from tests.unit.executor.test_pool import spec
+from paddlex_npu.executor.pool import WorkerPool
+pool = WorkerPool({0: spec(0)}, 1)
+pool.start(30)
+print(pool.worker_pids[0], flush=True)
+"""
+
+
+def test_a_pool_left_open_does_not_keep_its_program_alive():
+    parent = subprocess.Popen([sys.executable, "-c", LEFT_OPEN], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = parent.communicate(timeout=WAIT)  # the program ends without close()
+    finally:
+        parent.kill()
+        parent.wait(WAIT)
+    assert parent.returncode == 0 and gone(int(out))
+    with running() as pool:  # why: multiprocessing terminates daemonic children at exit, and joins the others
+        (worker,) = [p for p in mp.active_children() if p.pid in pool.worker_pids]
+        assert worker.daemon
 
 
 def test_a_worker_outlives_no_killed_parent():
@@ -336,3 +467,39 @@ def test_an_input_that_does_not_pickle_fails_alone():
         with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):
             bad.result(WAIT)
         assert answer(pool, 1).ok and pool.counters.crashed == 0
+
+
+def test_a_held_request_neither_blocks_the_other_worker_nor_times_out_early(tmp_path):
+    gate, other = tmp_path / "gate", tmp_path / "other"
+    with running(workers=2, max_queue=0, timeout=10) as pool:
+        held, second = pool.submit(f"gate:{gate}"), pool.submit(f"gate:{other}")
+        with pytest.raises(QueueFullError):
+            pool.submit(1)  # each worker has an input or is about to: no queue
+        wait_for(Path(f"{gate}.started"))
+        wait_for(Path(f"{other}.started"))
+        other.touch()
+        assert second.result(WAIT).results == ["opened"]
+        for n in range(3):  # the second worker answers while the first holds its input
+            assert pool.submit(n).result(3).ok
+        cpu = time.process_time()
+        time.sleep(0.5)
+        assert time.process_time() - cpu < 0.05  # the supervisor sleeps until the held input's deadline
+        gate.touch()
+        assert held.result(WAIT).results == ["opened"] and pool.counters.timed_out == 0
+
+
+def test_cancelled_and_unsendable_requests_do_not_hold_up_the_next(tmp_path):
+    gate = tmp_path / "gate"
+    with running(max_queue=8) as pool:
+        held = pool.submit(f"gate:{gate}")
+        wait_for(Path(f"{gate}.started"))
+        cancelled = [pool.submit(1), pool.submit(2)]
+        bad, good = pool.submit(lambda: None), pool.submit(4)
+        assert all(f.cancel() for f in cancelled)
+        gate.touch()
+        started = time.monotonic()
+        assert held.result(WAIT).ok and good.result(WAIT).results[0]["value"] == 24
+        assert time.monotonic() - started < 0.8  # no wait for the supervisor's next round (1 s) in between
+        assert pool.counters.dropped == 2
+        with pytest.raises((AttributeError, TypeError, pickle.PicklingError)):
+            bad.result(0)

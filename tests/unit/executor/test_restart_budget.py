@@ -39,3 +39,11 @@ def test_a_long_lived_pool_survives_rare_crashes_for_ever():
 def test_bad_budgets_are_refused(limit, window):
     with pytest.raises(ValueError, match="restart budget needs"):
         RestartBudget(limit, window)
+
+
+def test_a_window_may_be_shorter_than_a_second():
+    clock = Clock()
+    budget = RestartBudget(1, window=0.5, clock=clock)
+    assert budget.take() and not budget.take()
+    clock.now = 0.5
+    assert budget.take()

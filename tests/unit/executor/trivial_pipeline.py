@@ -5,12 +5,15 @@ imports by reference. ``predict(item)`` yields ``item * scale`` for a number; a 
   :class:`~paddlex_npu.errors.DeviceLostError`;   ``"die"``: the process exits (code 3);   ``"unsendable"``:
   yields a lambda (does not pickle);
 - ``"die-once:<path>"``: the first worker to see it creates ``path`` and exits; the next one yields ``"again"``;
-- ``"gate:<path>"``: waits (bounded, 30 s) until ``path`` exists, then yields ``"opened"``; ``"started:<path>"``
-  is written first, so the test knows the worker holds the input (``"hang:<path>"`` the same, never opened).
+- ``"gate:<path>"``: waits (bounded, 30 s) until ``path`` exists, then writes ``"<path>.done"`` and yields
+  ``"opened"``; ``"<path>.started"`` is written first, so the test knows the worker holds the input (``"hang:<path>"``
+  the same, never opened);
+- ``"process-name"``: yields the worker process's name; ``"mark"``: yields :data:`MARK` as this process sees it.
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import time
 from pathlib import Path
@@ -19,6 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 from paddlex_npu.errors import ConfigError, DeviceLostError
 
 LOADED: List[Echo] = []  # the pipelines this process built (in-process tests look at them)
+MARK = "as imported"  # a test changes it in its own process: a spawned worker imports its own
 
 
 class Echo:
@@ -43,6 +47,10 @@ class Echo:
 def _misbehave(kind: str, path: str) -> Any:
     if kind == "pid":
         return os.getpid()
+    if kind == "process-name":
+        return mp.current_process().name
+    if kind == "mark":
+        return MARK
     if kind == "env":
         return os.environ.get(path)
     if kind == "raise":
@@ -63,6 +71,7 @@ def _misbehave(kind: str, path: str) -> Any:
         opened = Path(path)
         for _ in range(3000):  # a cross-process gate: polled, bounded at 30 s
             if opened.exists():
+                Path(path + ".done").touch()
                 return "opened"
             time.sleep(0.01)
         return "never opened"
@@ -70,8 +79,10 @@ def _misbehave(kind: str, path: str) -> Any:
 
 
 def create(pipeline: Any, device_id: int, create_kwargs: Optional[Dict[str, Any]]) -> Echo:
-    """The factory: ``pipeline`` ``"echo"``, or ``"refuse"`` (raises) / ``"exit"`` (the process exits), or
-    ``{"refuse_if": path}`` (raises once ``path`` exists: a replacement that cannot load)."""
+    """The factory: ``pipeline`` ``"echo"``, or ``"refuse"`` (raises) / ``"exit"`` (the process exits) / ``"slow"``
+    (loads after 5 s), or ``{"refuse_if": path}`` (raises once ``path`` exists: a replacement that cannot load)."""
+    if pipeline == "slow":
+        time.sleep(5)
     if pipeline == "refuse" or (isinstance(pipeline, dict) and os.path.exists(pipeline["refuse_if"])):
         raise ConfigError("this pipeline cannot load (test)")
     if pipeline == "exit":
