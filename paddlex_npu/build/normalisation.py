@@ -26,6 +26,11 @@ _PREFIX = "paddlex_npu_norm"
 _NODES = (f"{_PREFIX}_cast", f"{_PREFIX}_mul", f"{_PREFIX}_add")
 
 
+def _has_head(graph: Any) -> bool:
+    """Whether the graph starts with the normalising head :func:`normalise_on_device` adds."""
+    return {n.name for n in graph.node} >= set(_NODES)
+
+
 def affine_of(cfg: Dict[str, Any]) -> Optional[Tuple[List[float], List[float]]]:
     """``(alpha, beta)`` of the ``NormalizeImage`` step of a model's ``inference.yml``, computed as PaddleX's
     ``NormalizeImage.__init__`` does (defaults and a ``scale`` such as ``1./255.`` included); None without one."""
@@ -53,7 +58,7 @@ def normalise_on_device(onnx_path: Path, alpha: List[float], beta: List[float]) 
     model = onnx.load(str(onnx_path))
     graph = model.graph
     inputs = [i for i in graph.input if i.name not in {t.name for t in graph.initializer}]
-    if {n.name for n in graph.node} >= set(_NODES):  # a package's ONNX converted again: it normalises already
+    if _has_head(graph):  # a package's ONNX converted again: it normalises already
         consts = {t.name: numpy_helper.to_array(t).ravel().tolist() for t in graph.initializer}
         kept = (consts[f"{_PREFIX}_alpha"], consts[f"{_PREFIX}_beta"])
         if not np.array_equal(np.float32(kept), np.float32((alpha, beta))):
@@ -104,7 +109,7 @@ def maybe_normalise(
     if not enabled:
         import onnx
 
-        if {n.name for n in onnx.load(str(onnx_path), load_external_data=False).graph.node} >= set(_NODES):
+        if _has_head(onnx.load(str(onnx_path), load_external_data=False).graph):
             raise ConvertError(
                 f"{onnx_path}: this model already normalises on the device (a package's ONNX converted again); "
                 "--no-device-normalise needs the model it was built from"
@@ -122,7 +127,7 @@ def unnormalised(onnx_path: Path, normalisation: mf.InputNormalisation, out_path
 
     model = onnx.load(str(onnx_path))
     graph = model.graph
-    if not {n.name for n in graph.node} >= set(_NODES):
+    if not _has_head(graph):
         raise ModelFileError(
             f"{onnx_path}: its manifest records a device normalisation but the ONNX does not start with it: "
             "convert the model again (`paddlex-npu convert`)"

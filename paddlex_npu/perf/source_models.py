@@ -22,10 +22,16 @@ from ..paddlex.pipelines import MODEL_KEY, load_config, model_dirs
 _OM_FILES = ("inference.onnx", "inference.om", mf.MANIFEST_NAME, "atc.sh")  # the package's OM parts
 
 
+def manifest_of(folder: Path) -> Optional[mf.OMManifest]:
+    """A package's manifest (None: a folder without one, e.g. a Paddle model)."""
+    path = Path(folder) / mf.MANIFEST_NAME
+    return mf.load(path) if path.is_file() else None
+
+
 def reduction_of(folder: Path) -> Optional[mf.OutputReduction]:
     """The reduction a package's manifest records (None: no manifest, or none recorded)."""
-    path = Path(folder) / mf.MANIFEST_NAME
-    return mf.load(path).reduction if path.is_file() else None
+    man = manifest_of(folder)
+    return man.reduction if man is not None else None
 
 
 def model_name(folder: Path) -> str:
@@ -76,8 +82,7 @@ def source_config(pipeline: Union[str, Path, Dict[str, Any]], work: Path) -> Tup
     replaced: Dict[str, str] = {}
     names: List[str] = []
     for folder in model_dirs(config):
-        path = Path(folder) / mf.MANIFEST_NAME
-        man = mf.load(path) if path.is_file() else None
+        man = manifest_of(folder)
         if man is None or (man.reduction is None and man.normalisation is None) or str(folder) in replaced:
             continue
         out = Path(work) / f"{len(replaced)}-{folder.name}"

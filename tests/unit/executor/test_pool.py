@@ -225,13 +225,19 @@ def test_no_queue_takes_only_what_an_idle_worker_runs(tmp_path):
         assert held.result(WAIT).ok and answer(pool, 1).ok
 
 
-def test_close_fails_what_waits_and_leaves_no_process(tmp_path):
-    gate = tmp_path / "gate"
-    pool = WorkerPool({0: spec(0), 1: spec(1)}, 1)
+def holding_an_input(gate: Path, devices=(0,)):
+    """A started pool (the test closes it) whose first worker runs an input held at ``gate``; and its future."""
+    pool = WorkerPool({d: spec(d) for d in devices}, 1)
     pool.start(WAIT)
-    pids = pool.worker_pids
     held = pool.submit(f"gate:{gate}")
     wait_for(Path(f"{gate}.started"))
+    return pool, held
+
+
+def test_close_fails_what_waits_and_leaves_no_process(tmp_path):
+    gate = tmp_path / "gate"
+    pool, held = holding_an_input(gate, devices=(0, 1))
+    pids = pool.worker_pids
     others = [pool.submit(n) for n in range(4)]
     opener = threading.Timer(5, gate.touch)  # a bound: the input would end by itself after 30 s
     opener.start()
@@ -260,11 +266,8 @@ def test_close_lets_a_running_input_finish():
 
 def test_close_by_default_waits_for_a_running_input_to_end(tmp_path):
     gate = tmp_path / "gate"
-    pool = WorkerPool({0: spec(0)}, 1)
-    pool.start(WAIT)
+    pool, held = holding_an_input(gate)
     pid = pool.worker_pids[0]
-    held = pool.submit(f"gate:{gate}")
-    wait_for(Path(f"{gate}.started"))
     opener = threading.Timer(2.3, gate.touch)  # longer than close(wait=False) would wait
     opener.start()
     try:
@@ -276,11 +279,8 @@ def test_close_by_default_waits_for_a_running_input_to_end(tmp_path):
 
 def test_close_waits_for_a_running_input_no_longer_than_its_timeout(tmp_path):
     gate = tmp_path / "gate"
-    pool = WorkerPool({0: spec(0)}, 1)
-    pool.start(WAIT)
+    pool, held = holding_an_input(gate)
     pid = pool.worker_pids[0]
-    held = pool.submit(f"gate:{gate}")
-    wait_for(Path(f"{gate}.started"))
     opener = threading.Timer(3, gate.touch)  # a bound for a close that would wait for the input
     opener.start()
     try:
