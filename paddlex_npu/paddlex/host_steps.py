@@ -1,18 +1,28 @@
-"""PaddleX's pre-processing steps as the OM route runs them: the same outputs, less host work, per predictor.
+"""PaddleX's host steps as the OM route runs them: the same outputs, less host work, per predictor and pipeline.
 
 On its first call, a text detection or recognition predictor whose runner is an OM runner gets, in its own
-``pre_tfs`` only (PaddleX's other predictors and routes untouched):
+steps only (PaddleX's other predictors and routes untouched):
 
 - **detection**, when the package normalises on the device (manifest ``normalisation``,
   :mod:`..build.normalisation`): ``Normalize`` -> :class:`KeepPixels` (the 8-bit pixels, RGBA made RGB as
   PaddleX's step does, after checking that PaddleX would normalise exactly as the package does) and ``ToBatch`` ->
   :class:`PixelBatch` (the uint8 batch written once in C order; PaddleX's ``np.stack`` of the transposed views
-  keeps their memory order, and the runner would copy it again);
+  keeps their memory order, and the runner would copy it again), each image's channels written by ``cv2.split``
+  into their planes of the batch (20 times faster than NumPy's strided copy);
+- **detection's post-processing** (PaddleX's ``DBPostProcess``): ``boxes_from_bitmap`` given the boolean mask as
+  the 0/1 bytes it is (``bitmap * 255`` is then computed on bytes, not on a 64-bit integer copy of the map);
 - **recognition** (PaddleX's dynamic-width ``OCRReisizeNormImg``, not a fixed ``input_shape``): ``ReisizeNorm`` ->
   :class:`RecResize` (PaddleX's own geometry and ``cv2.resize``, the normalisation left for the batch) and
   ``ToBatch`` -> :class:`RecBatch` (each line normalised with PaddleX's own float32 operations and written once
   into the zero-padded batch, where PaddleX pads each line, then ``np.pad``s it again to the widest and stacks:
   bit-equal, one allocation instead of three copies).
+
+And on its first call, an OCR pipeline (PaddleX's ``_OCRPipeline``, also inside PP-StructureV3 and table
+recognition) whose detector is on the OM route crops its text boxes with :class:`TranslatedCrop`: where PaddleX's
+perspective warp of a box is a translation by whole pixels (an axis-aligned box, as most lines of a digital page
+are), the warp reads every source pixel at a whole position, where its cubic weights are (0, 1, 0, 0) in 8-bit
+fixed point: the crop is the slice, copied. Every other box (rotated, scaled by ``boxPoints``' rounding, at the
+image's border, not 8-bit) goes to PaddleX's warp.
 
 Resize and ``ToCHW`` of detection stay PaddleX's. Texts, scores and boxes are PaddleX's
 (tests/paddlex/test_device_normalise.py, tests/paddlex/test_host_steps.py).
@@ -60,10 +70,77 @@ class PixelBatch:
             return []
         if any(img.shape != imgs[0].shape for img in imgs):
             raise ValueError("all input arrays must have the same shape")  # np.stack's words, as PaddleX's ToBatch
+        import cv2
+
         batch = np.empty((len(imgs), *imgs[0].shape), dtype=np.uint8)
         for i, img in enumerate(imgs):
-            batch[i] = img
+            hwc = img.transpose(1, 2, 0)  # ToCHW's view taken back: the image as resized, in its own memory
+            planes = [batch[i, c] for c in range(img.shape[0])] if hwc.flags.c_contiguous else []
+            if not planes or not all(
+                np.shares_memory(out, batch) for out in cv2.split(hwc, planes)
+            ):  # cv2 wrote elsewhere (it reallocates what it cannot write into)
+                batch[i] = img
         return [batch]
+
+
+def uint8_bitmap(boxes_from_bitmap: Callable[..., Any]) -> Callable[..., Any]:
+    """PaddleX's ``DBPostProcess.boxes_from_bitmap`` given a boolean mask as its 0/1 bytes: the method computes
+    ``(bitmap * 255).astype(np.uint8)``, 0 or 255 either way, on bytes instead of on a 64-bit copy of the map."""
+
+    @functools.wraps(boxes_from_bitmap)
+    def call(pred: np.ndarray, bitmap: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(bitmap, np.ndarray) and bitmap.dtype == np.bool_:
+            bitmap = bitmap.view(np.uint8)
+        return boxes_from_bitmap(pred, bitmap, *args, **kwargs)
+
+    return call
+
+
+# How far from a whole-pixel translation a warp's matrix may be: the warp rounds source positions to 1/32 pixel,
+# and 1e-9 over 10^5 pixels moves a position by 1e-4 of a pixel.
+_WHOLE = 1e-9
+
+
+def translated_crop(img: np.ndarray, points: np.ndarray) -> Optional[np.ndarray]:
+    """PaddleX's ``get_rotate_crop_image`` of an 8-bit image where its warp is a whole-pixel translation inside the
+    image: the slice, copied (and turned as PaddleX turns tall crops); None where it is not."""
+    import cv2
+
+    if img.dtype != np.uint8 or img.ndim not in (2, 3) or np.shape(points) != (4, 2):
+        return None
+    (ax, ay), (bx, by), (cx, cy), (dx, dy) = np.asarray(points).tolist()
+    if not (ay == by and dy == cy and ax == dx and bx == cx and float(ax).is_integer() and float(ay).is_integer()):
+        return None  # not an axis-aligned box at whole pixels (PaddleX's order: top-left, clockwise)
+    width = int(max(np.linalg.norm(points[0] - points[1]), np.linalg.norm(points[2] - points[3])))  # PaddleX's
+    height = int(max(np.linalg.norm(points[0] - points[3]), np.linalg.norm(points[1] - points[2])))
+    if width <= 0 or height <= 0:
+        return None
+    target = np.float32([[0, 0], [width, 0], [width, height], [0, height]])
+    (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = cv2.getPerspectiveTransform(points, target).tolist()
+    left, top = round(-m02), round(-m12)
+    if not (
+        max(abs(m00 - 1), abs(m01), abs(m10), abs(m11 - 1), abs(m20), abs(m21), abs(m22 - 1)) <= _WHOLE
+        and abs(-m02 - left) <= _WHOLE
+        and abs(-m12 - top) <= _WHOLE
+        and 0 <= left
+        and 0 <= top
+        and left + width <= img.shape[1]
+        and top + height <= img.shape[0]
+    ):
+        return None  # the warp moves it by other than whole pixels, or reads past the border (replicated there)
+    crop = img[top : top + height, left : left + width].copy()
+    return np.rot90(crop) if height * 1.0 / width >= 1.5 else crop  # PaddleX's turn of a tall crop
+
+
+class TranslatedCrop:
+    """In place of ``CropByPolys.get_rotate_crop_image`` on one cropper: :func:`translated_crop`, else PaddleX's."""
+
+    def __init__(self, warp: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+        self.warp = warp
+
+    def __call__(self, img: np.ndarray, points: np.ndarray) -> np.ndarray:
+        crop = translated_crop(img, points)
+        return self.warp(img, points) if crop is None else crop
 
 
 class Resized(NamedTuple):
@@ -129,11 +206,17 @@ def om_runner_of(predictor: Any) -> Optional[OMRunner]:
 
 
 def fit_detection(predictor: Any) -> bool:
-    """Fit a detection predictor's ``pre_tfs`` to its package's device normalisation; False when it has none."""
+    """Fit an OM-route detection predictor: its post-processing's mask (:func:`uint8_bitmap`) and its
+    ``pre_tfs`` to its package's device normalisation, if it has one; False when it is not on the route."""
     runner = om_runner_of(predictor)
-    norm = runner.manifest.normalisation if runner is not None else None
-    if norm is None:
+    if runner is None:
         return False
+    post = getattr(predictor, "post_op", None)
+    if callable(getattr(post, "boxes_from_bitmap", None)):
+        post.boxes_from_bitmap = uint8_bitmap(post.boxes_from_bitmap)
+    norm = runner.manifest.normalisation
+    if norm is None:
+        return True
     pre = getattr(predictor, "pre_tfs", None)
     step = pre.get("Normalize") if isinstance(pre, dict) else None
     ours = (np.float32(norm.alpha).tolist(), np.float32(norm.beta).tolist())
@@ -167,8 +250,22 @@ def fit_recognition(predictor: Any) -> bool:
     return True
 
 
+def fit_cropper(pipeline: Any) -> bool:
+    """Crop an OCR pipeline's text boxes with :class:`TranslatedCrop` when its detector is on the OM route and its
+    cropper is PaddleX's ``CropByPolys`` of quadrilaterals; False otherwise."""
+    from paddlex.inference.pipelines.components.common.crop_image_regions import CropByPolys
+
+    cropper = getattr(pipeline, "_crop_by_polys", None)
+    if om_runner_of(getattr(pipeline, "text_det_model", None)) is None or type(cropper) is not CropByPolys:
+        return False
+    if cropper.det_box_type != "quad":
+        return False
+    cropper.get_rotate_crop_image = TranslatedCrop(cropper.get_rotate_crop_image)
+    return True
+
+
 def fitted(original: Callable[..., Any], fit: Callable[[Any], bool]) -> Callable[..., Any]:
-    """A predictor's ``process``, fitting the predictor (``fit``) on its first call."""
+    """A predictor's ``process`` or a pipeline's ``predict``, fitting it (``fit``) on its first call."""
 
     @functools.wraps(original)
     def process(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -195,21 +292,32 @@ def _class(module: str, names: tuple) -> type:
 
 
 def _targets() -> List[tuple]:
-    """(predictor class, fit) of both generations: 3.5+ ``Text*RunnerPredictor``, 3.0-3.4 ``Text*Predictor``."""
+    """(class, method, fit) of both generations: the predictors' ``process`` (3.5+ ``Text*RunnerPredictor``,
+    3.0-3.4 ``Text*Predictor``) and the OCR pipeline's ``predict``."""
+    import importlib
+
+    ocr = importlib.import_module("paddlex.inference.pipelines.ocr.pipeline")
+    if not hasattr(ocr, "_OCRPipeline"):
+        raise ConfigError(
+            "this PaddleX has no _OCRPipeline in paddlex.inference.pipelines.ocr.pipeline: its layout is unknown to "
+            "this paddlex-npu"
+        )
     return [
-        (_class("text_detection", ("TextDetRunnerPredictor", "TextDetPredictor")), fit_detection),
-        (_class("text_recognition", ("TextRecRunnerPredictor", "TextRecPredictor")), fit_recognition),
+        (_class("text_detection", ("TextDetRunnerPredictor", "TextDetPredictor")), "process", fit_detection),
+        (_class("text_recognition", ("TextRecRunnerPredictor", "TextRecPredictor")), "process", fit_recognition),
+        (ocr._OCRPipeline, "predict", fit_cropper),
     ]
 
 
 def apply(record: PatchRecord) -> None:
-    """Install the fitting into PaddleX's detection and recognition predictors, recorded for uninstall."""
-    for cls, fit in _targets():
-        record.set_attr(cls, "process", fitted(cls.process, fit))
+    """Install the fitting into PaddleX's detection and recognition predictors and its OCR pipeline, recorded for
+    uninstall."""
+    for cls, method, fit in _targets():
+        record.set_attr(cls, method, fitted(getattr(cls, method), fit))
 
 
 def enable_fork() -> None:
     """The same for good, in a fork-patched PaddleX (which :func:`apply` never touches); idempotent."""
-    for cls, fit in _targets():
-        if not getattr(cls.process, PATCHED_MARK, False):
-            cls.process = fitted(cls.process, fit)
+    for cls, method, fit in _targets():
+        if not getattr(getattr(cls, method), PATCHED_MARK, False):
+            setattr(cls, method, fitted(getattr(cls, method), fit))

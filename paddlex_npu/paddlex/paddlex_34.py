@@ -16,8 +16,8 @@ Patched, and restored by the patch record:
   (PP-OCRv6, which PaddleX 3.7 brought) raises :class:`UnknownModelError` saying so, instead of a
   ``ClassNotFoundException`` listing every registered name from deep inside PaddleX;
 - ``CTCLabelDecode.__call__``: CTC outputs reduced on the device decoded as PaddleX does (:mod:`.ctc_decode`);
-- ``TextDetPredictor.process``, ``TextRecPredictor.process``: the OM route's pre-processing steps, same outputs
-  with less host work (:mod:`.host_steps`).
+- ``TextDetPredictor.process``, ``TextRecPredictor.process``, ``_OCRPipeline.predict``: the OM route's host steps
+  (pre-processing, DB post-processing, crops), same outputs with less host work (:mod:`.host_steps`).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class Paddlex34Adapter(Adapter):
         record.set_attr(BasePredictor, "get", getter)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
-        host_steps.apply(record)  # the OM route's detection and recognition pre-processing (same outputs)
+        host_steps.apply(record)  # the OM route's detection, recognition and crop host steps (same outputs)
 
 
 ADAPTER = Paddlex34Adapter()

@@ -9,8 +9,9 @@ What it adds, all removed again on uninstall:
   and an OM package as model folder, to that engine (no ``ultra-infer`` needed), and that refuses
   ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort);
 - ``CTCLabelDecode.__call__`` taking CTC outputs reduced on the device (:mod:`.ctc_decode`);
-- ``TextDetRunnerPredictor.process``, ``TextRecRunnerPredictor.process``: the OM route's pre-processing steps,
-  same outputs with less host work (:mod:`.host_steps`).
+- ``TextDetRunnerPredictor.process``, ``TextRecRunnerPredictor.process``, ``_OCRPipeline.predict``: the OM
+  route's host steps (pre-processing, DB post-processing, crops), same outputs with less host work
+  (:mod:`.host_steps`).
 Every other call reaches PaddleX unchanged.
 """
 
@@ -253,7 +254,7 @@ class Paddlex35Adapter(Adapter):
         record.on_apply_and_revert(_clear_engine_caches)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
-        host_steps.apply(record)  # the OM route's detection and recognition pre-processing (same outputs)
+        host_steps.apply(record)  # the OM route's detection, recognition and crop host steps (same outputs)
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:
