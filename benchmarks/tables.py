@@ -74,7 +74,7 @@ def main() -> None:
     from paddlex import create_pipeline
 
     from paddlex_npu.paddlex.pipelines import cpu_route
-    from tests.tables import sample_tables
+    from paddlex_npu.samples.tables import sample_tables
 
     root = table_model.build_table_folders(assets.build_model_folders())
     det, rec = assets.DET_V6_SMALL, assets.REC_V6_SMALL

@@ -37,6 +37,15 @@ def _benchmark_inputs(args: argparse.Namespace):
     elif args.pipeline:
         config = str(_pipeline_arg(args.pipeline))
         cpu = {e: config for e in engines}
+    elif getattr(args, "document", None):
+        from ..samples.documents import document_configs, document_inputs
+
+        det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
+        folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
+        packages = ocr_packages(root, folder / "packages", det, rec, not args.no_reduce, not args.no_device_normalise)
+        config, paddle = document_configs(args.document, root, packages, det, rec)
+        cpu = {e: paddle for e in engines}
+        paths = paths or document_inputs(args.document, folder, args.pages)
     else:
         det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
         folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
@@ -364,11 +373,19 @@ def expected_time(args: argparse.Namespace, inputs: int, cpu) -> str:
 
 
 def benchmark_args(p: argparse.ArgumentParser) -> None:
+    from ..samples.documents import DOCUMENTS
+
     what = p.add_mutually_exclusive_group()
     what.add_argument(
         "--pipeline", type=Path, help="pipeline name or YAML (default: the bundled PP-OCRv4 OCR pipeline)"
     )
     what.add_argument("--model", type=Path, help="one model folder (an OM package; inference.yml names the model)")
+    what.add_argument(
+        "--document",
+        choices=tuple(DOCUMENTS),
+        help="a bundled document pipeline instead of OCR, on its sample documents (--det/--rec its OCR models): "
+        + "; ".join(f"{k}: {v}" for k, v in DOCUMENTS.items()),
+    )
     p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
     p.add_argument("--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given")
     p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route")

@@ -152,7 +152,7 @@ class BenchmarkReport:
                 "without what convert added on the device)"
             )
         elif any(r.engine != "om" for r in self.routes):
-            cpu = "; PaddleX's CPU engines ran the packages' own models (no reduction to take off)"
+            cpu = "; PaddleX's CPU engines ran the pipeline's own models (nothing convert added to take off)"
         return "NPU route: " + describe(self.reduced) + cpu
 
     def host_ratio(self) -> Optional[Tuple[float, float]]:
@@ -311,13 +311,29 @@ def warmed(pipeline: Any, inputs: Sequence[str], keep: Optional[List[Any]] = Non
 
 
 def reading(result: Any) -> Optional[Tuple[List[str], np.ndarray]]:
-    """An OCR result's texts and boxes (``rec_polys``, else ``dt_polys``); None for other results."""
+    """A result's texts and boxes: an OCR result's texts and boxes (``rec_polys``, else ``dt_polys``); a document
+    result's (table recognition, layout parsing, PP-StructureV3) page OCR, followed by its tables' HTML and its
+    layout blocks as texts; None for other results."""
     try:
-        texts = [str(t) for t in result["rec_texts"]]
+        ocr = result["overall_ocr_res"]
+    except (KeyError, TypeError):
+        ocr = result
+    try:
+        texts = [str(t) for t in ocr["rec_texts"]]
     except (KeyError, TypeError):
         return None
-    polys = result.get("rec_polys") if hasattr(result, "get") else None
+    polys = ocr.get("rec_polys") if hasattr(ocr, "get") else None
+    if ocr is not result:
+        texts += [str(table["pred_html"]) for table in result.get("table_res_list") or []]
+        texts += [_block_text(b) for b in result.get("parsing_res_list") or []]
     return texts, np.asarray(polys if polys is not None else [], dtype=np.float64)
+
+
+def _block_text(block: Any) -> str:
+    """A layout block as text: ``label: content`` (layout_parsing's dicts, PP-StructureV3's ``LayoutBlock``)."""
+    if isinstance(block, dict):
+        return f"{block.get('block_label')}: {block.get('block_content')}"
+    return f"{getattr(block, 'label', None)}: {getattr(block, 'content', None)}"
 
 
 def agreement(ours: Sequence[Any], theirs: Sequence[Any]) -> Dict[str, float]:

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from paddlex_npu.cli import COMMANDS
+from paddlex_npu.samples import assets
 from paddlex_npu.version import __version__
 
 
@@ -134,6 +135,49 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     assert 0 < serial["sim_overhead_ms"] and serial["host_ms"] == serial["cpu_ms"] - serial["sim_overhead_ms"]
     assert "simulated device's own host work" in out.stdout and "without the simulator's own work" in out.stdout
     assert Image.open(tmp_path / "b.png").size[0] > 800
+
+
+@pytest.mark.once
+def test_benchmark_gives_a_document_pipeline_the_same_breakdown(tmp_path, asset_root, table_models):
+    """``--document table``: table recognition on the sample tables with the route's stages, device time, bytes
+    across PCIe, host CPU against PaddleX's own host work, and its results (texts and the tables' HTML) equal to
+    PaddleX's engine on the source models. (``--document structure`` and ``layout`` differ only in the sample
+    configs, which tests/paddlex/test_documents.py runs against PaddleX's engine.)"""
+    import json
+
+    kind = "table"
+
+    out = _cli(
+        "benchmark",
+        "--document",
+        kind,
+        "--det",
+        assets.DET_V6_SMALL,
+        "--rec",
+        assets.REC_V6_SMALL,
+        "--pages",
+        "1",
+        "--repeat",
+        "1",
+        "--workers",
+        "1",
+        "--engines",
+        "onnxruntime",
+        "--no-progress",
+        "--json",
+        str(tmp_path / "b.json"),
+        env={**os.environ, "PADDLEX_NPU_SIM_STORE": str(tmp_path / "store")},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    figures = json.loads((tmp_path / "b.json").read_text())
+    models = {"table": ["SLANet_plus"], "structure": ["PicoDet_layout_1x"]}[kind]
+    assert set(models + [assets.DET_V6_SMALL, assets.REC_V6_SMALL]) <= set(figures["models"]), figures["models"]
+    assert figures["input_desc"].startswith("4 inputs" if kind == "table" else "1 inputs")
+    serial = figures["routes"][0]
+    assert serial["route"] == "NPU serial" and serial["device_ms"] > 0 and serial["host_ms"] > 0
+    agree = figures["agreement"]["PaddleX onnxruntime (CPU)"]
+    assert agree["pages"] == agree["texts_equal"] == (4 if kind == "table" else 1), agree
+    assert "x PaddleX onnxruntime's own host work" in out.stdout and "across PCIe per image" in out.stdout
 
 
 def test_benchmark_compares_paddlex_on_the_source_of_a_reduced_package(tmp_path, asset_root):

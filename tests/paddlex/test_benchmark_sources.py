@@ -69,3 +69,20 @@ def test_a_report_says_which_route_it_measured():
         f"NPU route: {assets.REC} CTC output reduced on the device (as convert builds it); PaddleX's CPU engines "
         f"ran the models the packages were built from ({assets.REC} without what convert added on the device)"
     )
+
+
+def test_a_document_result_is_read_as_its_texts_tables_and_blocks():
+    """The benchmark compares document results by their page OCR's texts and boxes, their tables' HTML and their
+    layout blocks (layout_parsing's dicts, PP-StructureV3's ``LayoutBlock`` objects); an OCR result by its own."""
+    from paddlex.inference.pipelines.layout_parsing.layout_objects import LayoutBlock
+
+    from paddlex_npu.perf.benchmark import agreement, reading
+
+    ocr = {"rec_texts": ["Item", "Qty"], "rec_polys": np.zeros((2, 4, 2))}
+    v3 = {"overall_ocr_res": ocr, "parsing_res_list": [LayoutBlock("title", [0, 0, 9, 9], "Report")]}
+    v1 = {"overall_ocr_res": ocr, "table_res_list": [{"pred_html": "<table/>"}], "parsing_res_list": []}
+    assert reading(v3)[0] == ["Item", "Qty", "title: Report"]
+    assert reading(v1)[0] == ["Item", "Qty", "<table/>"]
+    assert reading(ocr)[0] == ["Item", "Qty"] and reading({"boxes": []}) is None
+    other = {**v3, "parsing_res_list": [LayoutBlock("text", [0, 0, 9, 9], "Report")]}
+    assert agreement([[reading(v3)]], [[reading(other)]])["texts_equal"] == 0

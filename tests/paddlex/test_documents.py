@@ -9,9 +9,9 @@ import pytest
 
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.documents import layout_parsing_config, structure_v3_config
+from paddlex_npu.samples.tables import AFTER, BEFORE, TITLE, render_page
 from tests.helpers import NPU_HPI
 from tests.paddlex.compat import LEGACY, cpu_pipeline
-from tests.tables import AFTER, BEFORE, TITLE, render_page
 
 DET, REC = assets.DET_V6_SMALL, assets.REC_V6_SMALL
 pytestmark = pytest.mark.skipif(

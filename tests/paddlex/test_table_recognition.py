@@ -16,10 +16,10 @@ from paddlex_npu.errors import ConvertError
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.table_model import TABLE, table_pipeline_config
+from paddlex_npu.samples.tables import sample_tables
 from tests.helpers import NPU_HPI
 from tests.onnx_models import loop_model, one_op_model
 from tests.paddlex.compat import LEGACY, cpu_pipeline
-from tests.tables import sample_tables
 
 # PaddleX 3.4 has no onnxruntime engine: its CPU reference is Paddle Inference, which needs the Paddle files that
 # the PP-OCRv4 folders have (the PP-OCRv6 wheel carries ONNX only)

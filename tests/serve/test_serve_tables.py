@@ -14,10 +14,10 @@ import yaml
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.documents import layout_parsing_config
 from paddlex_npu.samples.table_model import table_pipeline_config
+from paddlex_npu.samples.tables import render_page, sample_tables
 from tests.helpers import NPU_HPI
 from tests.http_client import call, ocr_body
 from tests.serve.conftest import free_ports, server_env, stop, wait_until
-from tests.tables import render_page, sample_tables
 
 pytest.importorskip("fastapi", reason="the serving extra (requirements/serving.txt): the 3.7 environment only")
 

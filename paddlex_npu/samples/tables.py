@@ -1,12 +1,13 @@
-"""Rendered tables for the table recognition tests: wired (ruled) and wireless, merged cells, and more rows than
-fit the 488×488 input's aspect. Small images, drawn with PIL and the test font."""
+"""Rendered tables and a document page, for the table and document tests and ``benchmark --document``: wired
+(ruled) and wireless tables, merged cells, more rows than fit the 488×488 input's aspect, and a page with a title,
+paragraphs and a table. Small images, drawn with PIL and the bundled font."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import List, Sequence, Tuple
 
-from paddlex_npu.samples.assets import find_font
+from .assets import find_font
 
 # (rows of cell texts, per row the columns a cell spans: None is one each)
 Grid = List[List[str]]
