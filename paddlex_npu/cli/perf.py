@@ -286,7 +286,7 @@ def _run_benchmark_with_progress(args: argparse.Namespace, config, paths: List[s
 
     # a simulated device of its own, unless one is named (other runs on this machine would share npu:0)
     env = {} if envs.SIM_LOCKS.get() else {envs.SIM_LOCKS.name: tempfile.mkdtemp()}
-    total = ((1 + len(args.workers)) * args.rounds + len(cpu)) * args.repeat * len(paths)
+    total = _timed_images(args, len(paths), len(cpu))
     with tqdm(total=total, unit="img", desc="benchmark", file=sys.stderr, disable=args.no_progress) as bar:
 
         def progress(route: str, n: int) -> None:
@@ -362,9 +362,17 @@ def _apply_quick(args: argparse.Namespace) -> None:
             setattr(args, name, value)
 
 
+def _timed_images(args: argparse.Namespace, inputs: int, engines: int) -> int:
+    """Images the run times: the serial route and the CPU engines ``repeat`` passes, each executor its passes."""
+    from ..perf.benchmark import executor_passes
+
+    executors = sum(executor_passes(args.repeat, inputs, k) for k in args.workers)
+    return (args.rounds * (args.repeat + executors) + engines * args.repeat) * inputs
+
+
 def expected_time(args: argparse.Namespace, inputs: int, cpu) -> str:
     """The run's expected time from :data:`SECONDS_PER_IMAGE`, in words."""
-    npu = (1 + len(args.workers)) * args.rounds * args.repeat * inputs * SECONDS_PER_IMAGE.get(args.runtime, 0.5)
+    npu = _timed_images(args, inputs, 0) * SECONDS_PER_IMAGE.get(args.runtime, 0.5)
     engines = sum(args.repeat * inputs * SECONDS_PER_IMAGE.get(e, 1.0) for e in cpu)
     starts = (1 + sum(args.workers) + len(cpu)) * SECONDS_PER_START
     total = npu + engines + starts

@@ -3,7 +3,8 @@ the executor's K workers, the NPU route serial (in-process), and PaddleX's own C
 3.5+, ``paddle_static`` where the model folders hold Paddle files).
 
 Every route first runs the inputs once (warm-up, and the recording pass of the simulated device; excluded), then
-is timed over ``repeat`` passes. With ``rounds`` > 1 the NPU routes are timed that many times, interleaved (serial,
+is timed over ``repeat`` passes (an executor route over more where that gives a worker fewer than
+:data:`INPUTS_PER_WORKER` inputs). With ``rounds`` > 1 the NPU routes are timed that many times, interleaved (serial,
 then each executor, then again), and each route reports its median round: a slow spell of a shared machine falls
 on every route alike instead of on whichever ran then (``rounds_images_per_s`` keeps every round's figure).
 Per route: images/s, latency percentiles, CPU use, and per-image stage times
@@ -21,6 +22,7 @@ discards its results: both routes do the same work per image.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 import time
@@ -390,12 +392,23 @@ def _in_process(
     return figures
 
 
+# An executor round gives every worker at least this many inputs: its throughput is then that of a steady stream,
+# not of its start and its last wave (16 inputs over 6 workers measured 102 pages/s where 48 measured 120).
+INPUTS_PER_WORKER = 8
+
+
+def executor_passes(repeat: int, inputs: int, workers: int) -> int:
+    """Passes over ``inputs`` in one executor round: ``repeat``, or more for :data:`INPUTS_PER_WORKER` each."""
+    return max(repeat, math.ceil(INPUTS_PER_WORKER * workers / max(inputs, 1)))
+
+
 def _executor(
     ex: ParallelExecutor, inputs: Sequence[str], repeat: int, workers: int, progress: Progress, warm: bool = True
 ) -> RouteFigures:
     route = f"NPU executor, {workers} worker{'s' if workers > 1 else ''}"
     for _ in ex.map(list(inputs) * workers if warm else []):  # warm-up: every worker sees inputs
         pass
+    repeat = executor_passes(repeat, len(inputs), workers)
     lat: List[float] = []
     totals = dict.fromkeys(("cpu_seconds", *(f"sim_{k}" for k in _SIM_KEYS), *_STAGE_KEYS), 0.0)
     errors, c0, t0 = 0, time.process_time(), time.perf_counter()

@@ -107,7 +107,10 @@ def test_benchmark_on_a_small_input_set(tmp_path, asset_root):
     routes = [r["route"] for r in figures["routes"]] + list(figures["skipped"])
     assert routes[:2] == ["NPU serial", "NPU executor, 1 worker"]
     assert sorted(routes[2:]) == ["PaddleX onnxruntime (CPU)", "PaddleX paddle_static (CPU)"]
-    assert all(r["errors"] == 0 and r["computed"] == 0 and r["images"] == 2 for r in figures["routes"])
+    assert all(r["errors"] == 0 and r["computed"] == 0 for r in figures["routes"])
+    # the serial route and PaddleX's engines time one pass; the executor's round gives its worker 8 inputs
+    images = [r["images"] for r in figures["routes"]]
+    assert images[:2] == [2, 8] and set(images[2:]) == {2}, figures["routes"]
     for r in figures["routes"]:
         assert r["model_ms"] > 0 and r["pre_ms"] > 0 and r["post_ms"] > 0 and r["cpu_percent"] > 0, r
     assert figures["routes"][0]["device_ms"] > 0
