@@ -15,6 +15,11 @@ from ..om.loop_split import SCALAR_SUFFIX, LoopSpec
 Part = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
 
 
+def fixed(shape: List[int]) -> Optional[List[int]]:
+    """An input's shape when every dim is fixed, else None."""
+    return None if -1 in shape else shape
+
+
 def _as_shape(value: np.ndarray, shape: Optional[List[int]]) -> np.ndarray:
     """A carried value in the step input's shape when it has that many elements (``[]`` as ``[1]``: paddle2onnx's
     bodies change it on the first step, and a runtime may return a 0-d output as ``[1]``)."""
@@ -75,10 +80,9 @@ class LoopDriver:
     def _named(runner: Any) -> Part:
         def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             shapes = [spec.shape for spec in runner.manifest.inputs]
+            # no copy of a value already in the input's dtype and C order (the last step's output)
             arrays = [
-                _as_shape(
-                    np.array(feeds[n.removesuffix(SCALAR_SUFFIX)], dtype=dt, order="C"), None if -1 in shape else shape
-                )
+                _as_shape(np.asarray(feeds[n.removesuffix(SCALAR_SUFFIX)], dtype=dt, order="C"), fixed(shape))
                 for n, dt, shape in zip(runner.input_names, runner.input_dtypes, shapes)
             ]
             return dict(zip(runner.output_names, runner.infer(arrays)))
