@@ -213,9 +213,19 @@ def choose_gear(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy)
     return min(fitting, key=lambda g: sum(math.prod(s) for s in g))
 
 
+def lead_input(real: Sequence[Shape], policy: TaskPolicy) -> Optional[int]:
+    """The input whose first dim is the call's batch: the first one the policy may pad along dim 0 (a rank-0
+    input, such as a loop step's counter, is never it); None when no input is batched."""
+    return next((i for i, r in enumerate(real) if 0 in policy.paddable(len(r))), None)
+
+
 def max_batch(manifest: OMManifest, real: Sequence[Shape], policy: TaskPolicy) -> Optional[int]:
-    """The largest batch of the gears that hold ``real`` apart from its batch size (None: none does)."""
-    batches = [g[0][0] for g in manifest.gear_shapes() if _fits(real, g, policy, ignore_batch=True)]
+    """The largest batch of the gears that hold ``real`` apart from its batch size (None: none does, or no input
+    is batched)."""
+    lead = lead_input(real, policy)
+    if lead is None:
+        return None
+    batches = [g[lead][0] for g in manifest.gear_shapes() if _fits(real, g, policy, ignore_batch=True)]
     return max(batches) if batches else None
 
 
@@ -265,7 +275,8 @@ def cut_back(
     gives for the real inputs (``output_dims(output, input_shapes)``, solved from the graph: the manifest's
     ``output_dims``), else :func:`cut_length`."""
     outputs = list(outputs)
-    n_real, n_gear = real[0][0] if real[0] else 1, gear[0][0] if gear[0] else 1
+    lead = lead_input(real, policy)
+    n_real, n_gear = (real[lead][0], gear[lead][0]) if lead is not None else (1, 1)
     if policy.detection and len(outputs) >= 2 and n_gear != n_real:
         box_num = outputs[1]
         keep = int(np.sum(box_num[:n_real]))
@@ -396,8 +407,9 @@ def run_with_gears(
             )
             return _run_fitted(feeds, fitted, policy, again, on_fit)
     batched = [0 in policy.paddable(f.ndim) for f in feeds]
-    n = real[0][0] if feeds[0].ndim else 1
-    limit = max_batch(manifest, real, policy) if any(batched) else None
+    lead = lead_input(real, policy)
+    n = real[lead][0] if lead is not None else 1
+    limit = max_batch(manifest, real, policy)
     if limit is not None and n > limit:
         parts = [
             run_with_gears(

@@ -344,3 +344,12 @@ def test_scalar_inputs_are_never_batched_or_split():
     (y,) = run_with_gears(man, [x, np.array(2.0, np.float32)], DEFAULT, infer)
     np.testing.assert_array_equal(y, x * 2)
     assert seen == [((4, 4), ()), ((1, 4), ())]
+    # a scalar first input (a loop step's counter): the batched input after it sets the batch, split and cut back
+    first = m(mode="dymbatch", inputs=[{"name": "k", "shape": []}, {"name": "x", "shape": [-1, 4]}], gears=[[1], [4]])
+    seen.clear()
+    (y,) = run_with_gears(first, [np.array(2.0, np.float32), x], DEFAULT, lambda f: infer(f[::-1]))
+    np.testing.assert_array_equal(y, x * 2)
+    assert seen == [((4, 4), ()), ((1, 4), ())]  # 4 rows, then the fifth on the batch-1 gear
+    (y,) = run_with_gears(first, [np.array(2.0, np.float32), x[:3]], DEFAULT, lambda f: infer(f[::-1]))
+    np.testing.assert_array_equal(y, x[:3] * 2)  # padded to the batch-4 gear and cut back to 3 rows
+    assert seen == [((4, 4), ()), ((1, 4), ()), ((4, 4), ())]
