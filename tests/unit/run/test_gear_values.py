@@ -353,3 +353,18 @@ def test_scalar_inputs_are_never_batched_or_split():
     (y,) = run_with_gears(first, [np.array(2.0, np.float32), x[:3]], DEFAULT, lambda f: infer(f[::-1]))
     np.testing.assert_array_equal(y, x[:3] * 2)  # padded to the batch-4 gear and cut back to 3 rows
     assert seen == [((4, 4), ()), ((1, 4), ()), ((4, 4), ())]
+
+
+def test_exact_shapes_run_at_their_shape_and_refuse_any_other():
+    """The exact-shapes policy pads nothing, not even the batch: the static shape runs as it is, any other shape
+    is refused naming the OM's shapes (no input sets a batch to split by)."""
+    from paddlex_npu.run import tasks
+    from paddlex_npu.run.gears import _POLICIES
+
+    exact = _POLICIES[tasks.EXACT]
+    static = m(mode="static", inputs=[{"name": "x", "shape": [2, 4]}])
+    x = np.ones((2, 4), np.float32)
+    (y,) = run_with_gears(static, [x], exact, lambda f: [f[0] + 1])
+    np.testing.assert_array_equal(y, x + 1)
+    with pytest.raises(InputShapeError, match="fit none of the OM"):
+        run_with_gears(static, [np.ones((1, 4), np.float32)], exact, lambda f: [f[0]])
