@@ -116,3 +116,16 @@ def test_the_device_time_includes_the_copies_of_a_report_that_has_them():
     from paddlex_npu.perf.capacity import DEVICES
 
     assert after.device_ms(DEVICES[chip]) == pytest.approx(before.device_ms(DEVICES[chip]) + 1.25 * len(report.models))
+
+
+def test_the_host_work_run_of_issue_42_passes_the_planners_self_check():
+    """The run docs/benchmark.md stands on for issue 42 (PP-OCRv6 small, 2 and 6 workers, 2026-12-06): the
+    planner within 15% of its executor routes, texts equal to PaddleX's engine, machine and load recorded."""
+    report = BenchmarkReport.from_dict(json.loads((DATA / "host-work-2cores-20261206.json").read_text()))
+    checks = check(report)
+    assert [c.workers for c in checks] == [2, 6] and all(abs(c.error) <= 0.15 for c in checks), checks
+    agree = report.agreement["PaddleX onnxruntime (CPU)"]
+    assert agree["pages"] == agree["texts_equal"] == 8 and agree["max_box_px"] <= 1.0
+    assert report.cores == 2 and report.cpu and len(report.load_average) == 2
+    route, paddlex = report.host_ratio()
+    assert round(route / paddlex, 2) == 0.46  # docs/benchmark.md: 11.41 ms against 24.53 ms
