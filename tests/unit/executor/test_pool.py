@@ -131,8 +131,7 @@ def test_no_retry_when_retries_is_zero():
 def test_requests_waiting_when_the_last_worker_dies_fail(tmp_path):
     gate = tmp_path / "gate"
     with running(retries=0, restarts=RestartBudget(0)) as pool:
-        held = pool.submit(f"gate:{gate}")
-        wait_for(Path(f"{gate}.started"))
+        held = started_at(pool, gate)
         waiting = pool.submit(1)
         pid = pool.worker_pids[0]
         os.kill(pid, signal.SIGKILL)  # kill -9, and no restart allowed
@@ -191,8 +190,7 @@ def test_the_restart_budget_default_is_two_per_worker():
 def test_admission_refuses_beyond_the_queue_and_cancelled_requests_free_their_places(tmp_path):
     gate = tmp_path / "gate"
     with running(max_queue=2) as pool:
-        held = pool.submit(f"gate:{gate}")
-        wait_for(Path(f"{gate}.started"))
+        held = started_at(pool, gate)
         waiting = [pool.submit(1), pool.submit(2)]
         for _ in range(2):
             with pytest.raises(QueueFullError, match="2 requests are waiting"):
@@ -217,21 +215,25 @@ def test_admission_refuses_beyond_the_queue_and_cancelled_requests_free_their_pl
 def test_no_queue_takes_only_what_an_idle_worker_runs(tmp_path):
     gate = tmp_path / "gate"
     with running(max_queue=0) as pool:
-        held = pool.submit(f"gate:{gate}")
-        wait_for(Path(f"{gate}.started"))
+        held = started_at(pool, gate)
         with pytest.raises(QueueFullError):
             pool.submit(1)
         gate.touch()
         assert held.result(WAIT).ok and answer(pool, 1).ok
 
 
+def started_at(pool: WorkerPool, gate: Path):
+    """The future of an input submitted to ``pool`` and held at ``gate``, once its worker has started it."""
+    held = pool.submit(f"gate:{gate}")
+    wait_for(Path(f"{gate}.started"))
+    return held
+
+
 def holding_an_input(gate: Path, devices=(0,)):
     """A started pool (the test closes it) whose first worker runs an input held at ``gate``; and its future."""
     pool = WorkerPool({d: spec(d) for d in devices}, 1)
     pool.start(WAIT)
-    held = pool.submit(f"gate:{gate}")
-    wait_for(Path(f"{gate}.started"))
-    return pool, held
+    return pool, started_at(pool, gate)
 
 
 def test_close_fails_what_waits_and_leaves_no_process(tmp_path):
@@ -451,8 +453,7 @@ def test_a_worker_outlives_no_killed_parent():
 def test_a_running_request_cannot_be_cancelled_and_a_cancelled_waiting_one_never_runs(tmp_path):
     gate = tmp_path / "gate"
     with running(max_queue=4) as pool:
-        held = pool.submit(f"gate:{gate}")
-        wait_for(Path(f"{gate}.started"))
+        held = started_at(pool, gate)
         assert not held.cancel()  # it runs
         gone_away, kept = pool.submit(1), pool.submit(2)
         assert gone_away.cancel()
@@ -491,8 +492,7 @@ def test_a_held_request_neither_blocks_the_other_worker_nor_times_out_early(tmp_
 def test_cancelled_and_unsendable_requests_do_not_hold_up_the_next(tmp_path):
     gate = tmp_path / "gate"
     with running(max_queue=8) as pool:
-        held = pool.submit(f"gate:{gate}")
-        wait_for(Path(f"{gate}.started"))
+        held = started_at(pool, gate)
         cancelled = [pool.submit(1), pool.submit(2)]
         bad, good = pool.submit(lambda: None), pool.submit(4)
         assert all(f.cancel() for f in cancelled)
