@@ -37,22 +37,20 @@ def _benchmark_inputs(args: argparse.Namespace):
     elif args.pipeline:
         config = str(_pipeline_arg(args.pipeline))
         cpu = {e: config for e in engines}
-    elif getattr(args, "document", None):
-        from ..samples.documents import document_configs, document_inputs
+    else:  # a bundled pipeline, OCR or --document's, over OCR packages as convert builds them
+        det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
+        folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
+        packages = ocr_packages(root, folder / "packages", det, rec, not args.no_reduce, not args.no_device_normalise)
+        if getattr(args, "document", None):
+            from ..samples.documents import document_configs, document_inputs
 
-        det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
-        folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
-        packages = ocr_packages(root, folder / "packages", det, rec, not args.no_reduce, not args.no_device_normalise)
-        config, paddle = document_configs(args.document, root, packages, det, rec)
-        cpu = {e: paddle for e in engines}
-        paths = paths or document_inputs(args.document, folder, args.pages)
-    else:
-        det, rec, root = args.det or assets.DET, args.rec or assets.REC, assets.build_model_folders()
-        folder = Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
-        packages = ocr_packages(root, folder / "packages", det, rec, not args.no_reduce, not args.no_device_normalise)
-        config = assets.ocr_pipeline_config(packages, det=det, rec=rec)
-        paddle = assets.ocr_pipeline_config(root / "paddle", det=det, rec=rec)
-        cpu = {e: paddle if e == "paddle_static" else config for e in engines}
+            config, paddle = document_configs(args.document, root, packages, det, rec)
+            cpu = {e: paddle for e in engines}
+            paths = paths or document_inputs(args.document, folder, args.pages)
+        else:
+            config = assets.ocr_pipeline_config(packages, det=det, rec=rec)
+            paddle = assets.ocr_pipeline_config(root / "paddle", det=det, rec=rec)
+            cpu = {e: paddle if e == "paddle_static" else config for e in engines}
     if paths is None:
         folder = folder or Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
         paths = [str(p) for p in assets.render_pages(folder, args.pages)]

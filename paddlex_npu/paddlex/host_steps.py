@@ -256,9 +256,8 @@ def fit_cropper(pipeline: Any) -> bool:
     from paddlex.inference.pipelines.components.common.crop_image_regions import CropByPolys
 
     cropper = getattr(pipeline, "_crop_by_polys", None)
-    if om_runner_of(getattr(pipeline, "text_det_model", None)) is None or type(cropper) is not CropByPolys:
-        return False
-    if cropper.det_box_type != "quad":
+    on_route = om_runner_of(getattr(pipeline, "text_det_model", None)) is not None
+    if not on_route or type(cropper) is not CropByPolys or cropper.det_box_type != "quad":
         return False
     cropper.get_rotate_crop_image = TranslatedCrop(cropper.get_rotate_crop_image)
     return True
@@ -279,14 +278,14 @@ def fitted(original: Callable[..., Any], fit: Callable[[Any], bool]) -> Callable
 
 
 def _class(module: str, names: tuple) -> type:
+    """The first of ``names`` that PaddleX's ``module`` has; refused naming them when it has none."""
     import importlib
 
-    mod = importlib.import_module(f"paddlex.inference.models.{module}.predictor")
+    mod = importlib.import_module(module)
     cls = next((getattr(mod, n) for n in names if hasattr(mod, n)), None)
     if cls is None:
         raise ConfigError(
-            f"this PaddleX has none of {', '.join(names)} in paddlex.inference.models.{module}.predictor: its "
-            "layout is unknown to this paddlex-npu"
+            f"this PaddleX has none of {', '.join(names)} in {module}: its layout is unknown to this paddlex-npu"
         )
     return cls
 
@@ -294,19 +293,14 @@ def _class(module: str, names: tuple) -> type:
 def _targets() -> List[tuple]:
     """(class, method, fit) of both generations: the predictors' ``process`` (3.5+ ``Text*RunnerPredictor``,
     3.0-3.4 ``Text*Predictor``) and the OCR pipeline's ``predict``."""
-    import importlib
-
-    ocr = importlib.import_module("paddlex.inference.pipelines.ocr.pipeline")
-    if not hasattr(ocr, "_OCRPipeline"):
-        raise ConfigError(
-            "this PaddleX has no _OCRPipeline in paddlex.inference.pipelines.ocr.pipeline: its layout is unknown to "
-            "this paddlex-npu"
-        )
+    models = "paddlex.inference.models"
     return [
-        (_class("text_detection", ("TextDetRunnerPredictor", "TextDetPredictor")), "process", fit_detection),
-        (_class("text_recognition", ("TextRecRunnerPredictor", "TextRecPredictor")), "process", fit_recognition),
-        (ocr._OCRPipeline, "predict", fit_cropper),
-    ]
+        (_class(f"{models}.text_detection.predictor", ("TextDetRunnerPredictor", "TextDetPredictor")), "process",
+         fit_detection),
+        (_class(f"{models}.text_recognition.predictor", ("TextRecRunnerPredictor", "TextRecPredictor")), "process",
+         fit_recognition),
+        (_class("paddlex.inference.pipelines.ocr.pipeline", ("_OCRPipeline",)), "predict", fit_cropper),
+    ]  # fmt: skip
 
 
 def apply(record: PatchRecord) -> None:
