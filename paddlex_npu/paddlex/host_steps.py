@@ -38,6 +38,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputMismatchError
 from ..run.runner import OMRunner
+from . import png_read
 from .adapter import PATCHED_MARK
 from .record import PatchRecord
 
@@ -250,16 +251,36 @@ def fit_recognition(predictor: Any) -> bool:
     return True
 
 
-def fit_cropper(pipeline: Any) -> bool:
-    """Crop an OCR pipeline's text boxes with :class:`TranslatedCrop` when its detector is on the OM route and its
-    cropper is PaddleX's ``CropByPolys`` of quadrilaterals; False otherwise."""
+def fit_pipeline(pipeline: Any) -> bool:
+    """When an OCR pipeline's detector is on the OM route: its text boxes cropped by :class:`TranslatedCrop` (where
+    its cropper is PaddleX's ``CropByPolys`` of quadrilaterals) and its image files read by
+    :class:`.png_read.FastRead` (where its reader is PaddleX's OpenCV one and zlib-ng is installed). False when
+    neither applies."""
+    if om_runner_of(getattr(pipeline, "text_det_model", None)) is None:
+        return False
+    cropped = fit_cropper(getattr(pipeline, "_crop_by_polys", None))
+    return fit_reader(getattr(pipeline, "img_reader", None)) or cropped
+
+
+def fit_cropper(cropper: Any) -> bool:
+    """PaddleX's ``CropByPolys`` of quadrilaterals cropping by :class:`TranslatedCrop`; False for any other."""
     from paddlex.inference.pipelines.components.common.crop_image_regions import CropByPolys
 
-    cropper = getattr(pipeline, "_crop_by_polys", None)
-    on_route = om_runner_of(getattr(pipeline, "text_det_model", None)) is not None
-    if not on_route or type(cropper) is not CropByPolys or cropper.det_box_type != "quad":
+    if type(cropper) is not CropByPolys or cropper.det_box_type != "quad":
         return False
     cropper.get_rotate_crop_image = TranslatedCrop(cropper.get_rotate_crop_image)
+    return True
+
+
+def fit_reader(reader: Any) -> bool:
+    """PaddleX's ``ReadImage`` reading files by :class:`.png_read.FastRead` when its backend is PaddleX's OpenCV
+    one and zlib-ng is installed; False otherwise."""
+    from paddlex.inference.utils.io.readers import OpenCVImageReaderBackend
+
+    backend = getattr(getattr(reader, "_img_reader", None), "_backend", None)
+    if type(backend) is not OpenCVImageReaderBackend or not png_read.available():
+        return False
+    backend.read_file = png_read.FastRead(backend)
     return True
 
 
@@ -299,7 +320,7 @@ def _targets() -> List[tuple]:
          fit_detection),
         (_class(f"{models}.text_recognition.predictor", ("TextRecRunnerPredictor", "TextRecPredictor")), "process",
          fit_recognition),
-        (_class("paddlex.inference.pipelines.ocr.pipeline", ("_OCRPipeline",)), "predict", fit_cropper),
+        (_class("paddlex.inference.pipelines.ocr.pipeline", ("_OCRPipeline",)), "predict", fit_pipeline),
     ]  # fmt: skip
 
 

@@ -37,7 +37,7 @@ def test_the_image_s_set_resolves_for_aarch64_without_paddle(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     wheels = {i["metadata"]["name"].lower(): i["download_info"]["url"].rsplit("/", 1)[1] for i in report["install"]}
     assert not any(name.startswith("paddlepaddle") for name in wheels)
-    for name in ("paddlex", "onnxruntime", "onnx", "sympy", "opencv-contrib-python-headless", "xxhash"):
+    for name in ("paddlex", "onnxruntime", "onnx", "sympy", "opencv-contrib-python-headless", "xxhash", "zlib-ng"):
         assert name in wheels, name
     native = [w for w in wheels.values() if not w.endswith("-none-any.whl")]
     assert native and all("aarch64" in w for w in native), native

@@ -142,14 +142,20 @@ def test_boxes_that_are_no_whole_pixel_translation_go_to_paddlexs_warp():
     assert translated_crop(img.astype(np.float32), np.float32([[1, 1], [50, 1], [50, 20], [1, 20]])) is None
 
 
-def test_only_the_om_routes_ocr_pipeline_crops_so(npu_pipeline, npu_results):
-    from paddlex_npu.paddlex.host_steps import fit_cropper
+def test_only_the_om_routes_ocr_pipeline_crops_and_reads_so(npu_pipeline, npu_results):
+    from paddlex.inference.common.reader import ReadImage
+
+    from paddlex_npu.paddlex.host_steps import fit_pipeline
+    from paddlex_npu.paddlex.png_read import FastRead
 
     assert isinstance(npu_pipeline._crop_by_polys.get_rotate_crop_image, TranslatedCrop)
+    assert isinstance(npu_pipeline.img_reader._img_reader._backend.read_file, FastRead)
 
     class NotOnTheRoute:
         text_det_model = object()
         _crop_by_polys = _paddlex_crop()
+        img_reader = ReadImage(format="BGR")
 
-    assert not fit_cropper(NotOnTheRoute())
+    assert not fit_pipeline(NotOnTheRoute())
     assert not isinstance(NotOnTheRoute._crop_by_polys.get_rotate_crop_image, TranslatedCrop)
+    assert "read_file" not in vars(NotOnTheRoute.img_reader._img_reader._backend)

@@ -1,0 +1,104 @@
+"""PaddleX's image read (``cv2.imdecode`` of the file's bytes) with a PNG file's inflate done by zlib-ng.
+
+A page's PNG decode was half the OCR route's host CPU (4.0 of 7.8 ms a page), and most of it is the system zlib's
+inflate of the image data, which OpenCV's libpng calls. :func:`stored_png` inflates that data with zlib-ng
+(``zlib-ng``, the optional extra ``paddlex-npu[fast-read]``), checked as zlib checks it (the stream's adler32
+and its end), and gives OpenCV the same file with the inflated data stored uncompressed. OpenCV's own decoder
+then does everything else (unfiltering, palettes, transparency, 16 bits, EXIF orientation, BGR order) on the
+same decompressed bytes, so the pixels are OpenCV's by construction; the work left to it is a copy.
+
+Only a file whose every image-data chunk has its right CRC, and whose data is one whole zlib stream of at most the
+size its header gives, takes that way; any other file (not PNG, interlaced, damaged, over OpenCV's size limits)
+goes to OpenCV unchanged, and fails, where it fails, as PaddleX's read fails. Checked byte for byte against
+PaddleX's read and with a differential fuzz over damaged files (tests/paddlex/test_png_read.py).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Optional
+
+import numpy as np
+
+SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# samples per pixel by colour type: grey, RGB, palette, grey + alpha, RGBA
+CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+# OpenCV's limits on a decoded image (CV_IO_MAX_IMAGE_WIDTH and _PIXELS defaults): beyond them OpenCV decides
+MAX_SIDE = 1 << 20
+MAX_PIXELS = 1 << 30
+
+
+def available() -> bool:
+    """Whether zlib-ng's binding (the ``zlib-ng`` package) is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("zlib_ng") is not None
+
+
+def _raw_size(header: bytes) -> Optional[int]:
+    """The size of the filtered scanlines an IHDR's body gives (a filter byte a row), None where OpenCV should
+    see the file as it is (interlaced, an unknown colour type or depth, over OpenCV's limits)."""
+    width, height, depth, colour, compression, filtering, interlace = struct.unpack(">IIBBBBB", header)
+    channels = CHANNELS.get(colour)
+    if channels is None or depth not in (1, 2, 4, 8, 16) or (compression, filtering, interlace) != (0, 0, 0):
+        return None
+    if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE and width * height <= MAX_PIXELS):
+        return None
+    return height * (1 + (width * channels * depth + 7) // 8)
+
+
+def stored_png(data: bytes) -> Optional[bytes]:
+    """``data`` (a PNG file) with its image data inflated and stored uncompressed in one chunk, every other chunk
+    as it was; None where OpenCV should decode ``data`` itself."""
+    from zlib_ng import zlib_ng
+
+    if not data.startswith(SIGNATURE):
+        return None
+    pos, end, size, idat = len(SIGNATURE), len(data), None, []
+    while pos + 12 <= end:
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        stop = pos + 12 + length
+        if stop > end:
+            return None
+        if pos == len(SIGNATURE):
+            size = _raw_size(data[pos + 8 : stop - 4]) if kind == b"IHDR" and length == 13 else None
+            if size is None:
+                return None
+        elif kind == b"IDAT":
+            if idat and idat[-1][1] != pos:  # image data split by another chunk: libpng's error to give
+                return None
+            if zlib_ng.crc32(data[pos + 4 : stop - 4]) != struct.unpack_from(">I", data, stop - 4)[0]:
+                return None
+            idat.append((pos, stop))
+        elif kind == b"IEND":
+            break
+        pos = stop
+    if not idat or size is None:
+        return None
+    stream = zlib_ng.decompressobj()
+    try:
+        raw = stream.decompress(b"".join(data[a + 8 : b - 4] for a, b in idat), size + 1)
+    except zlib_ng.error:
+        return None
+    if not stream.eof:  # cut short (libpng's error to give), or more than the image (its warning)
+        return None
+    body = zlib_ng.compress(raw, 0)
+    crc = zlib_ng.crc32(body, zlib_ng.crc32(b"IDAT"))
+    chunk = struct.pack(">I4s", len(body), b"IDAT") + body + struct.pack(">I", crc)
+    return data[: idat[0][0]] + chunk + data[idat[-1][1] :]
+
+
+class FastRead:
+    """In place of PaddleX's OpenCV reader backend's ``read_file``: its own steps (the file's bytes,
+    ``cv2.imdecode`` with its flags), the bytes of a PNG file first made :func:`stored_png`."""
+
+    def __init__(self, backend: Any) -> None:
+        self.flags = backend.flags
+
+    def __call__(self, in_path: str) -> Any:
+        import cv2
+
+        with open(in_path, "rb") as f:
+            data = f.read()
+        data = stored_png(data) or data
+        return cv2.imdecode(np.frombuffer(data, np.uint8), flags=self.flags)
