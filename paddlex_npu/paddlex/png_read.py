@@ -26,6 +26,9 @@ CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 # OpenCV's limits on a decoded image (CV_IO_MAX_IMAGE_WIDTH and _PIXELS defaults): beyond them OpenCV decides
 MAX_SIDE = 1 << 20
 MAX_PIXELS = 1 << 30
+# the largest image data taken the fast way (a 300 dpi A4 page in RGB is 26 MB): it is held inflated and stored
+# beside OpenCV's image while OpenCV decodes, so a larger file goes to OpenCV as it is
+MAX_STORED = 32 << 20
 
 
 def available() -> bool:
@@ -37,14 +40,15 @@ def available() -> bool:
 
 def _raw_size(header: bytes) -> Optional[int]:
     """The size of the filtered scanlines an IHDR's body gives (a filter byte a row), None where OpenCV should
-    see the file as it is (interlaced, an unknown colour type or depth, over OpenCV's limits)."""
+    see the file as it is (interlaced, an unknown colour type or depth, over OpenCV's limits or ``MAX_STORED``)."""
     width, height, depth, colour, compression, filtering, interlace = struct.unpack(">IIBBBBB", header)
     channels = CHANNELS.get(colour)
     if channels is None or depth not in (1, 2, 4, 8, 16) or (compression, filtering, interlace) != (0, 0, 0):
         return None
     if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE and width * height <= MAX_PIXELS):
         return None
-    return height * (1 + (width * channels * depth + 7) // 8)
+    size = height * (1 + (width * channels * depth + 7) // 8)
+    return size if size <= MAX_STORED else None
 
 
 def stored_png(data: bytes) -> Optional[bytes]:

@@ -175,12 +175,14 @@ def test_damage_to_the_stream_fails_or_reads_as_paddlexs_read(tmp_path, damage):
     assert _same(_read(backend, data, tmp_path, FastRead(backend)), _read(backend, data, tmp_path))
 
 
-def test_what_the_data_inflates_to_is_bounded_by_the_header():
+def test_what_the_data_inflates_to_is_bounded_by_the_header_and_the_largest_stored_size():
     # a 10 x 10 RGB image whose data inflates to 50 MB (a deflate bomb of 49 kB)
     header = struct.pack(">IIBBBBB", 10, 10, 8, 2, 0, 0, 0)
     bomb = zlib.compress(b"\0" * 50_000_000, 9)
 
     data = b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", bomb) + _chunk(b"IEND", b"")
+    large = b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 4000, 3000, 8, 2, 0, 0, 0))
+    assert stored_png(large + _chunk(b"IDAT", bomb) + _chunk(b"IEND", b"")) is None  # 36 MB: OpenCV's alone
     tracemalloc.start()
     try:
         assert stored_png(data) is None

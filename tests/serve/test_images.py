@@ -388,6 +388,22 @@ def test_install_puts_the_guard_before_paddlex_decoders(installed):
     assert [a.shape for a in arrays] == [(40, 50, 3)] * 2
 
 
+def test_a_png_reaches_paddlexs_decoder_with_its_data_stored_and_decodes_to_the_same_pixels(installed):
+    import cv2
+    import numpy as np
+
+    from paddlex_npu.paddlex.png_read import stored_png
+
+    png, jpeg = _pillow("PNG", (37, 21)), _pillow("JPEG", (37, 21))
+    decode = Decoder()
+    installed.file_to_images(decode, png, "IMAGE")
+    installed.image_bytes_to_array(decode, png)
+    installed.file_to_images(decode, jpeg, "IMAGE")
+    assert [call[0] for call in decode.calls] == [stored_png(png), stored_png(png), jpeg] and stored_png(png) != png
+    (array,), _ = serving.serving_utils().file_to_images(png, "IMAGE")
+    assert np.array_equal(array, cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR))
+
+
 def test_a_second_install_replaces_the_first():
     utils = serving.serving_utils()
     original = utils.file_to_images
