@@ -29,6 +29,7 @@ MAX_PIXELS = 1 << 30
 # the largest image data taken the fast way (a 300 dpi A4 page in RGB is 26 MB): it is held inflated and stored
 # beside OpenCV's image while OpenCV decodes, so a larger file goes to OpenCV as it is
 MAX_STORED = 32 << 20
+STORED_BLOCK = 0xFFFF  # the most a stored deflate block holds
 
 
 def available() -> bool:
@@ -51,7 +52,7 @@ def _raw_size(header: bytes) -> Optional[int]:
     return size if size <= MAX_STORED else None
 
 
-def stored_png(data: bytes) -> Optional[bytes]:
+def stored_png(data: bytes) -> Optional[bytearray]:
     """``data`` (a PNG file) with its image data inflated and stored uncompressed in one chunk, every other chunk
     as it was; None where OpenCV should decode ``data`` itself."""
     from zlib_ng import zlib_ng
@@ -86,10 +87,29 @@ def stored_png(data: bytes) -> Optional[bytes]:
         return None
     if not stream.eof:  # cut short (libpng's error to give), or more than the image (its warning)
         return None
-    body = zlib_ng.compress(raw, 0)
-    crc = zlib_ng.crc32(body, zlib_ng.crc32(b"IDAT"))
-    chunk = struct.pack(">I4s", len(body), b"IDAT") + body + struct.pack(">I", crc)
-    return data[: idat[0][0]] + chunk + data[idat[-1][1] :]
+    return _with_stored_data(data, idat[0][0], idat[-1][1], raw)
+
+
+def _with_stored_data(data: bytes, start: int, stop: int, raw: bytes) -> bytearray:
+    """``data`` with its bytes ``start:stop`` (the image-data chunks) made one chunk holding ``raw`` in a zlib
+    stream of stored blocks, written in place: one copy of the image data."""
+    from zlib_ng import zlib_ng
+
+    blocks = -(-len(raw) // STORED_BLOCK)
+    length = 2 + 5 * blocks + len(raw) + 4  # zlib header, block headers, the data, adler32
+    out = bytearray(start + 12 + length + len(data) - stop)
+    out[:start] = data[:start]
+    struct.pack_into(">I4sBB", out, start, length, b"IDAT", 0x78, 0x01)  # deflate, 32 kB window, no dictionary
+    pos, view = start + 10, memoryview(raw)
+    for k in range(blocks):
+        part = view[k * STORED_BLOCK : (k + 1) * STORED_BLOCK]
+        struct.pack_into("<BHH", out, pos, k == blocks - 1, len(part), len(part) ^ 0xFFFF)  # final bit, LEN, NLEN
+        out[pos + 5 : pos + 5 + len(part)] = part
+        pos += 5 + len(part)
+    struct.pack_into(">I", out, pos, zlib_ng.adler32(raw))
+    struct.pack_into(">I", out, pos + 4, zlib_ng.crc32(memoryview(out)[start + 4 : pos + 4]))
+    out[pos + 8 :] = data[stop:]
+    return out
 
 
 class FastRead:
