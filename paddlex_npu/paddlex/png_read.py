@@ -2,10 +2,11 @@
 
 A page's PNG decode was half the OCR route's host CPU (4.0 of 7.8 ms a page), and most of it is the system zlib's
 inflate of the image data, which OpenCV's libpng calls. :func:`stored_png` inflates that data with zlib-ng
-(``zlib-ng``, the optional extra ``paddlex-npu[fast-read]``), checked as zlib checks it (the stream's adler32
-and its end), and gives OpenCV the same file with the inflated data stored uncompressed. OpenCV's own decoder
-then does everything else (unfiltering, palettes, transparency, 16 bits, EXIF orientation, BGR order) on the
-same decompressed bytes, so the pixels are OpenCV's by construction; the work left to it is a copy.
+(the ``zlib-ng`` package, a dependency; without it PaddleX's read is left as it is), checked as zlib checks it
+(the stream's adler32 and its end), and gives OpenCV the same file with the inflated data stored uncompressed.
+OpenCV's own decoder then does everything else (unfiltering, palettes, transparency, 16 bits, EXIF orientation,
+BGR order) on the same decompressed bytes, so the pixels are OpenCV's by construction; the work left to its
+inflate is a copy.
 
 Only a file whose every image-data chunk has its right CRC, and whose data is one whole zlib stream of at most the
 size its header gives, takes that way; any other file (not PNG, interlaced, damaged, over OpenCV's size limits)
@@ -78,7 +79,7 @@ def stored_png(data: bytes) -> Optional[bytearray]:
         elif kind == b"IEND":
             break
         pos = stop
-    if not idat or size is None:
+    if not idat:
         return None
     stream = zlib_ng.decompressobj()
     try:
