@@ -22,7 +22,9 @@ recognition) whose detector is on the OM route crops its text boxes with :class:
 perspective warp of a box is a translation by whole pixels (an axis-aligned box, as most lines of a digital page
 are), the warp reads every source pixel at a whole position, where its cubic weights are (0, 1, 0, 0) in 8-bit
 fixed point: the crop is the slice, copied. Every other box (rotated, scaled by ``boxPoints``' rounding, at the
-image's border, not 8-bit) goes to PaddleX's warp.
+image's border, not 8-bit) goes to PaddleX's warp. Its reader, and that of a document pipeline (table
+recognition, layout parsing, PP-StructureV3) with a model on the route, reads PNG files by
+:class:`.png_read.FastRead` (OpenCV's pixels, the inflate by zlib-ng).
 
 Resize and ``ToCHW`` of detection stay PaddleX's. Texts, scores and boxes are PaddleX's
 (tests/paddlex/test_device_normalise.py, tests/paddlex/test_host_steps.py).
@@ -262,6 +264,28 @@ def fit_pipeline(pipeline: Any) -> bool:
     return fit_reader(getattr(pipeline, "img_reader", None)) or cropped
 
 
+def fit_document(pipeline: Any) -> bool:
+    """When any model of a document pipeline (table recognition, layout parsing, PP-StructureV3) is on the OM route:
+    its own image files read by :class:`.png_read.FastRead`, as :func:`fit_pipeline` does for OCR (its OCR
+    sub-pipeline is handed arrays, not files). False when it is not on the route or its reader is not PaddleX's
+    OpenCV one."""
+    return on_route(pipeline) and fit_reader(getattr(pipeline, "img_reader", None))
+
+
+def on_route(pipeline: Any, depth: int = 3) -> bool:
+    """Whether a model of ``pipeline`` (one of its predictors, or of its sub-pipelines ``depth`` levels down) has an
+    OM runner."""
+    from paddlex.inference.models import BasePredictor
+    from paddlex.inference.pipelines.base import BasePipeline
+
+    for value in vars(pipeline).values():  # predictors only: PaddleX 3.4's option objects raise on unknown names
+        if isinstance(value, BasePredictor) and om_runner_of(value) is not None:
+            return True
+        if depth and isinstance(value, BasePipeline) and on_route(value, depth - 1):
+            return True
+    return False
+
+
 def fit_cropper(cropper: Any) -> bool:
     """PaddleX's ``CropByPolys`` of quadrilaterals cropping by :class:`TranslatedCrop`; False for any other."""
     from paddlex.inference.pipelines.components.common.crop_image_regions import CropByPolys
@@ -311,9 +335,18 @@ def _class(module: str, names: tuple) -> type:
     return cls
 
 
+# PaddleX's document pipelines whose own reader reads the input files (3.0-3.7)
+DOCUMENT_PIPELINES = (
+    ("table_recognition.pipeline", "_TableRecognitionPipeline"),
+    ("table_recognition.pipeline_v2", "_TableRecognitionPipelineV2"),
+    ("layout_parsing.pipeline", "_LayoutParsingPipeline"),
+    ("layout_parsing.pipeline_v2", "_LayoutParsingPipelineV2"),
+)
+
+
 def _targets() -> List[tuple]:
     """(class, method, fit) of both generations: the predictors' ``process`` (3.5+ ``Text*RunnerPredictor``,
-    3.0-3.4 ``Text*Predictor``) and the OCR pipeline's ``predict``."""
+    3.0-3.4 ``Text*Predictor``), the OCR pipeline's ``predict`` and the document pipelines' ``predict``."""
     models = "paddlex.inference.models"
     return [
         (_class(f"{models}.text_detection.predictor", ("TextDetRunnerPredictor", "TextDetPredictor")), "process",
@@ -321,12 +354,15 @@ def _targets() -> List[tuple]:
         (_class(f"{models}.text_recognition.predictor", ("TextRecRunnerPredictor", "TextRecPredictor")), "process",
          fit_recognition),
         (_class("paddlex.inference.pipelines.ocr.pipeline", ("_OCRPipeline",)), "predict", fit_pipeline),
+    ] + [
+        (_class(f"paddlex.inference.pipelines.{module}", (name,)), "predict", fit_document)
+        for module, name in DOCUMENT_PIPELINES
     ]  # fmt: skip
 
 
 def apply(record: PatchRecord) -> None:
-    """Install the fitting into PaddleX's detection and recognition predictors and its OCR pipeline, recorded for
-    uninstall."""
+    """Install the fitting into PaddleX's detection and recognition predictors and its OCR and document pipelines,
+    recorded for uninstall."""
     for cls, method, fit in _targets():
         record.set_attr(cls, method, fitted(getattr(cls, method), fit))
 

@@ -1,12 +1,13 @@
 """PaddleX's document pipelines on the NPU route (CPU reference runtime) read a rendered page as PaddleX's own CPU
 engine does, from the same weights: ``layout_parsing`` (the PicoDet layout model, SLANet_plus with its host loop,
 PP-OCRv6 det/rec) on a PNG and a two-page PDF, and PP-StructureV3's markdown with layout detection and OCR (what
-of it has offline weights: ``paddlex_npu/samples/documents.py``)."""
+of it has offline weights: ``paddlex_npu/samples/documents.py``); the route's files read by its PNG read."""
 
 from __future__ import annotations
 
 import pytest
 
+from paddlex_npu.paddlex.png_read import FastRead
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.documents import layout_parsing_config, structure_v3_config
 from paddlex_npu.samples.tables import AFTER, BEFORE, TITLE, render_page
@@ -29,7 +30,10 @@ def _read(config: dict, om: bool, inputs: list) -> list:
     else:
         pipeline = cpu_pipeline(config, "onnxruntime")
     try:
-        return [res for path in inputs for res in pipeline.predict(str(path))]
+        results = [res for path in inputs for res in pipeline.predict(str(path))]
+        # the route reads the files through the PNG read (png_read.FastRead); PaddleX's own engine as it ships
+        assert isinstance(vars(pipeline.img_reader._img_reader._backend).get("read_file"), FastRead) is om
+        return results
     finally:
         pipeline.close()
 

