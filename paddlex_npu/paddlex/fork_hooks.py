@@ -30,11 +30,12 @@ def legacy_om_route(predictor: Any, use_hpip: Any, hpi_config: Any, device: Any)
 
 def legacy_static_infer(predictor: Any) -> Any:
     """PaddleX 3.0-3.4 ``create_static_infer``: the OM runner, or None for PaddleX's own."""
-    from . import ctc_decode, host_steps
+    from . import ctc_decode, host_steps, table_match
     from .paddlex_34 import om_static_infer
 
     infer = om_static_infer(predictor)
     if infer is not None:
         ctc_decode.enable_fork()  # the runner may return CTC outputs reduced on the device
         host_steps.enable_fork()  # and its pre-processing steps
+        table_match.enable_fork()  # and the matching of OCR boxes to table cells
     return infer

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputMismatchError
 from ..run.runner import OMRunner
-from . import png_read, table_match
+from . import png_read
 from .adapter import PATCHED_MARK
 from .record import PatchRecord
 
@@ -366,7 +366,6 @@ def apply(record: PatchRecord) -> None:
     recorded for uninstall."""
     for cls, method, fit in _targets():
         record.set_attr(cls, method, fitted(getattr(cls, method), fit))
-    table_match.apply(record)
 
 
 def enable_fork() -> None:
@@ -374,4 +373,3 @@ def enable_fork() -> None:
     for cls, method, fit in _targets():
         if not getattr(getattr(cls, method), PATCHED_MARK, False):
             setattr(cls, method, fitted(getattr(cls, method), fit))
-    table_match.enable_fork()

@@ -34,7 +34,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, host_steps, multidevice, routing
+from . import ctc_decode, host_steps, multidevice, routing, table_match
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -169,6 +169,7 @@ class Paddlex34Adapter(Adapter):
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
         host_steps.apply(record)  # the OM route's detection, recognition and crop host steps (same outputs)
+        table_match.apply(record)  # and its matching of OCR boxes to table cells (same matches)
 
 
 ADAPTER = Paddlex34Adapter()

@@ -32,7 +32,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import OMRunner, build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, host_steps, multidevice, routing
+from . import ctc_decode, host_steps, multidevice, routing, table_match
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -239,6 +239,7 @@ class Paddlex35Adapter(Adapter):
         _clear_engine_caches()
         ctc_decode.enable_fork()
         host_steps.enable_fork()
+        table_match.enable_fork()
 
     def apply(self, record: PatchRecord) -> None:
         registry = InferenceEngine.all()
@@ -255,6 +256,7 @@ class Paddlex35Adapter(Adapter):
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
         ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
         host_steps.apply(record)  # the OM route's detection, recognition and crop host steps (same outputs)
+        table_match.apply(record)  # and its matching of OCR boxes to table cells (same matches)
         logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:

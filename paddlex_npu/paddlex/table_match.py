@@ -23,11 +23,12 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from .adapter import PATCHED_MARK
+from .host_steps import on_route
 from .record import PatchRecord
 
 _ON_ROUTE: contextvars.ContextVar[bool] = contextvars.ContextVar("paddlex_npu_table_match", default=False)
 _CHECKED = "_paddlex_npu_table_match_on_route"
-_EXACT = 2**23  # coordinates below this: their differences are exact in float32, their products in float64
+_EXACT_BELOW = 2**23  # coordinates below this: their differences are exact in float32, their products in float64
 
 POST = "paddlex.inference.pipelines.table_recognition.table_recognition_post_processing"
 PIPELINE = "paddlex.inference.pipelines.table_recognition.pipeline"
@@ -47,8 +48,8 @@ def best_cells(cell_box_list: Any, ocr_dt_boxes: Any) -> Optional[np.ndarray]:
         and ocr.ndim == 2
         and ocr.shape[1] == 4
         and len(ocr)
-        and np.abs(cells).max() < _EXACT
-        and np.abs(ocr.astype(np.int64)).max() < _EXACT
+        and np.abs(cells).max() < _EXACT_BELOW
+        and np.abs(ocr.astype(np.int64)).max() < _EXACT_BELOW
     ):
         return None
     o32 = ocr.astype(np.float32)[:, None, :]  # PaddleX: each OCR box cast to float32
@@ -115,8 +116,6 @@ def on_route_only(original: Callable[..., Any]) -> Callable[..., Any]:
     def predict_single_table_recognition_res(self: Any, *args: Any, **kwargs: Any) -> Any:
         on = vars(self).get(_CHECKED)
         if on is None:
-            from .host_steps import on_route
-
             on = on_route(self)
             setattr(self, _CHECKED, on)
         if not on:
