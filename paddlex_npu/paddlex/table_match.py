@@ -48,8 +48,8 @@ def best_cells(cell_box_list: Any, ocr_dt_boxes: Any) -> Optional[np.ndarray]:
         and ocr.ndim == 2
         and ocr.shape[1] == 4
         and len(ocr)
-        and np.abs(cells).max() < _EXACT_BELOW
-        and np.abs(ocr.astype(np.int64)).max() < _EXACT_BELOW
+        and _within(cells)
+        and _within(ocr)
     ):
         return None
     o32 = ocr.astype(np.float32)[:, None, :]  # PaddleX: each OCR box cast to float32
@@ -75,6 +75,11 @@ def best_cells(cell_box_list: Any, ocr_dt_boxes: Any) -> Optional[np.ndarray]:
         away = np.where(apart, 1.0, 1.0 - intersect / union)
     first = away == away.min(axis=1, keepdims=True)
     return np.argmin(np.where(first, distance, np.inf), axis=1)
+
+
+def _within(values: np.ndarray) -> bool:
+    """Every value in (-2**23, 2**23) (not by ``abs``: it keeps the most negative integer negative)."""
+    return bool(values.min() > -_EXACT_BELOW and values.max() < _EXACT_BELOW)
 
 
 def matched(best: np.ndarray, ocr_dt_boxes: Any, cell_sort_by_y_projection: bool) -> Dict[int, List[int]]:

@@ -92,6 +92,7 @@ def test_float32_rounding_decides_as_in_paddlex(cells, box, cell):
         (np.array([[0, 0, 10, 10]], np.int32), np.array([[0, 0, 5, 5]], np.int16)),  # not PaddleX's int64
         (np.array([[0, 0, 10, 10]], np.int64), np.array([[0.5, 0, 5, 5]])),  # float OCR boxes
         (np.array([[0, 0, 2**23, 10]], np.int64), np.array([[0, 0, 5, 5]], np.int16)),  # differences beyond float32's
+        (np.array([[-(2**63), 0, 10, 10]], np.int64), np.array([[0, 0, 5, 5]], np.int16)),  # abs() stays negative
         (np.zeros((0, 4), np.int64), np.array([[0, 0, 5, 5]], np.int16)),  # no cells
         (np.array([[0, 0, 10, 10]], np.int64), np.zeros((0, 4), np.int16)),  # no OCR boxes
     ],
