@@ -8,18 +8,23 @@ the text; a failed device malloc says ``[2]``, a failed copy ``[26]``: ``MemoryH
 (``aclGetRecentErrMsg``). So after a failed call, :class:`LossJudge` asks ACL on the same thread, in this order:
 
 1. pyACL ``acl.rt.get_last_error(ACL_RT_THREAD_LEVEL)`` (CANN 8.0 on, ``aclrtGetLastError``, ``acl_rt.h:1183``:
-   the thread's last runtime error, cleared by the read): a device-fatal code is a lost device, any other non-zero
-   code is not;
+   the thread's last runtime error, cleared by the read): a device-fatal code is a lost device, decided at once.
+   Any other code decides nothing: the runtime records the last failing ``rt*`` call of the thread, whichever it
+   was, until read (hicann/runtime ``src/runtime/api/api_global_err.cc:17-31`` ``GetRtExtErrCodeAndSetGlobalErr``,
+   ``api_impl.cc:7724-7738``), and after a real loss it may read 507000, 507001, 507012, 507013, 507047, 507051 or
+   507052, none fatal by itself; a zero code (nothing recorded) decides nothing either. Both go on to 2 and 3;
 2. pyACL ``acl.rt.query_device_status(device_id)`` -> ``(status, ret)`` (``aclrtQueryDeviceStatus``,
-   ``acl_rt.h:3247``): status ``ACL_RT_DEVICE_STATUS_ABNORMAL`` (1) is a lost device;
-3. where neither answers: a probe call on the shape of the session's first good call (zeros): if it fails too,
-   the context is lost; with no good call yet, :data:`CONSECUTIVE_FAILURES` failures in a row on inputs that
-   passed every check are.
+   ``acl_rt.h:3247``): status ``ACL_RT_DEVICE_STATUS_ABNORMAL`` (1) is a lost device (a normal device may still
+   hold a dead context, so "normal" goes on to 3);
+3. a probe call on the shape of the session's first good call (zeros): if it fails too, the context is lost, if
+   it passes, not; with no good call yet, :data:`CONSECUTIVE_FAILURES` failures in a row on inputs that passed
+   every check are.
 
 The device-fatal codes are CANN runtime's ``include/external/acl/error_codes/rt_error_codes.h`` (hicann/runtime
 @681ef761, lines 20-166), picked by category (:data:`DEVICE_FATAL_BY_CATEGORY`). Not among them: 107002
 ``ACL_ERROR_RT_CONTEXT_NULL`` (the calling thread has no current context: a caller's bug, not a lost device), the
-parameter, shape and resource codes (a bad input or a full device: the next call may pass).
+parameter, shape and resource codes (a bad input or a full device: the next call may pass); read after a failed
+call, such a code may be an earlier call's, so the probe or the count still decides.
 """
 
 from __future__ import annotations
@@ -154,20 +159,23 @@ class LossJudge:
         runs a probe (``call(feeds, **options)``) when ACL cannot be asked."""
         self.failures += 1
         code = last_error(self.acl)
-        if code:
-            return fatal_code_lost(code, what, "ACL's last error on this thread (acl.rt.get_last_error)")
+        fatal = fatal_code_lost(code, what, "ACL's last error on this thread (acl.rt.get_last_error)")
+        if fatal is not None:
+            return fatal
+        # any other code (an earlier call's, or one a loss leaves behind: correction 38) and zero go on
+        said = f"; ACL's last error on this thread was {code}" if code else ""
         if device_status(self.acl, self.device_id) == ACL_RT_DEVICE_STATUS_ABNORMAL:
-            return lost_error(what, f"acl.rt.query_device_status says device {self.device_id} is abnormal")
+            return lost_error(what, f"acl.rt.query_device_status says device {self.device_id} is abnormal{said}")
         if self.probe is not None:
             shapes, options = self.probe
             try:
                 call([np.zeros(shape, dtype) for shape, dtype in shapes], **options)
             except RuntimeError as exc:
-                return lost_error(what, f"a probe call on the shapes of the first good call failed too ({exc})")
+                return lost_error(what, f"a probe call on the shapes of the first good call failed too ({exc}){said}")
             self.failures = 0
             return None
         if self.failures >= self.consecutive:
-            return lost_error(what, f"{self.failures} calls in a row failed on inputs that passed every check")
+            return lost_error(what, f"{self.failures} calls in a row failed on inputs that passed every check{said}")
         return None
 
     def run(self, what: str, call: Callable[..., Any], feeds: List[np.ndarray], **options: Any) -> Any:
