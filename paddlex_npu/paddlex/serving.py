@@ -85,24 +85,21 @@ def text_rec_json() -> Tuple[Any, Callable[[Any], Any]]:
 
 
 # ---- PDF pages ------------------------------------------------------------------------------------------------
-def pdf_page_pixels(raw: bytes, max_pages: Any, max_pixels: int) -> List[Tuple[int, int, int]]:
-    """(width, height, pixels) each page of a PDF renders at, as PaddleX's ``read_pdf`` scales it under
-    ``max_pixels``; no page is rendered."""
+def pdf_pages(raw: bytes, max_pages: Any) -> Tuple[int, float, List[Tuple[float, float]]]:
+    """A PDF's page count, the scale PaddleX's serving renders its pages at (``PDF_RENDER_SCALE``) and the sizes
+    in points of its first ``max_pages`` pages (all when None), read from its structure: no page is rendered."""
     import pypdfium2 as pdfium
-    from paddlex.inference.utils.pdf_rendering import estimate_pdf_render_pixels
     from paddlex.inference.utils.pdfium_lock import pdfium_lock
+    from paddlex.utils.flags import PDF_RENDER_SCALE
 
-    utils, out = serving_utils(), []
     with pdfium_lock:
         doc = pdfium.PdfDocument(raw)
         try:
-            for i in range(len(doc) if max_pages is None else min(len(doc), max_pages)):
-                size = doc.get_page_size(i)
-                scale = utils.get_pdf_render_scale_within_pixel_limit(size, page_index=i + 1, max_pixels=max_pixels)
-                out.append(estimate_pdf_render_pixels(size, scale))
+            count = len(doc)
+            shown = count if max_pages is None else min(count, max_pages)
+            return count, float(PDF_RENDER_SCALE), [tuple(doc.get_page_size(i)) for i in range(shown)]
         finally:
             doc.close()
-    return out
 
 
 def pdf_reader(max_pixels: Optional[int] = None) -> Any:
@@ -133,16 +130,15 @@ def paddleocr_cli() -> Callable[[], Any]:
 SERVE_FIX = "serve with PaddleX 3.7 (docs/compatibility.md)"
 
 
+_SCALE = "PDF_RENDER_SCALE"
+
+
 def _pdf_sizing_missing(utils: Any) -> List[str]:
-    """What :func:`pdf_page_pixels` sizes PDF pages with, missing from this PaddleX: without it every PDF would
+    """What :func:`pdf_pages` sizes PDF pages with, missing from this PaddleX: without it every PDF would
     pass the pixel guard unchecked, so serving is refused rather than left unguarded."""
     found = (
-        ("paddlex.inference.utils.pdf_rendering", importlib.util.find_spec("paddlex.inference.utils.pdf_rendering")),
         ("paddlex.inference.utils.pdfium_lock", importlib.util.find_spec("paddlex.inference.utils.pdfium_lock")),
-        (
-            "serving utils' get_pdf_render_scale_within_pixel_limit",
-            hasattr(utils, "get_pdf_render_scale_within_pixel_limit"),
-        ),
+        ("paddlex.utils.flags' PDF_RENDER_SCALE", hasattr(importlib.import_module("paddlex.utils.flags"), _SCALE)),
     )
     return [f"{name} (the pixel guard of PDF inputs sizes their pages with it)" for name, ok in found if not ok]
 

@@ -2,9 +2,12 @@
 
 PaddleX decodes an image (or renders a PDF page) and then compares its size with ``MAX_IMAGE_PIXELS``: a 231 KB PNG
 of 30000 x 30000 costs gigabytes before its 422. Here the sizes come from the file's header (Pillow's lazy open
-reads no pixel data; pypdfium2 gives page sizes without rendering) and are refused first:
+reads no pixel data; pypdfium2 gives a PDF's page count and page sizes without rendering) and are refused first:
 
-- ``max_image_pixels``: one image, TIFF frame or rendered PDF page (``--max-image-pixels``);
+- ``max_image_pixels``: one image, TIFF frame or PDF page rendered at PaddleX's scale (``--max-image-pixels``): a
+  page over it is refused, never scaled down (a 458-byte PDF of one 20,000 pt page would cost 40 Mpx rendered);
+- the page count: a PDF of more pages than PaddleX reads (``max_num_input_imgs`` of the YAML's ``Serving: extra``,
+  10 by default) is refused, not silently cut to its first pages;
 - ``max_request_pixels``: all images of one request together, e.g. every page of a PDF (``--max-request-pixels``);
 - ``max_decodes``: decodes that run at once in the process, so concurrent bombs cannot add up.
 
@@ -14,6 +17,7 @@ The error is PaddleX's :class:`ImageTooLargeError` (its serving apps answer it 4
 from __future__ import annotations
 
 import io
+import math
 import re
 import struct
 import threading
@@ -34,6 +38,7 @@ class PixelLimits:
     max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
     image_option: str = "the server's --max-image-pixels"
     request_option: str = "the server's --max-request-pixels"
+    pages_option: str = "Serving: extra: max_num_input_imgs of the pipeline YAML"
 
     def __post_init__(self) -> None:
         for name in ("max_image_pixels", "max_request_pixels"):
@@ -73,31 +78,50 @@ def _image_sizes(raw: bytes, max_frames: Optional[int]) -> List[Tuple[int, int]]
         raise ValueError(f"the image header could not be read ({exc})") from exc
 
 
-def _pdf_pixels(raw: bytes, max_pages: Optional[int], limits: PixelLimits) -> List[Tuple[int, int, int]]:
-    """(width, height, pixels) each page renders at, as PaddleX's ``read_pdf`` scales it; no page is rendered."""
-    return paddlex_serving.pdf_page_pixels(raw, max_pages, limits.max_image_pixels)
+def _pdf_pages(raw: bytes, max_pages: Optional[int], limits: PixelLimits) -> List[Tuple[int, int, int]]:
+    """(width, height, pixels) each page renders at (PaddleX's render scale, never scaled down here), read from the
+    document's structure; a document of more pages than PaddleX would read, or a page over the image limit, is
+    refused (ImageTooLargeError) before anything is rendered. ValueError: not a readable PDF."""
+    try:
+        count, scale, sizes = paddlex_serving.pdf_pages(raw, max_pages)
+    except Exception as exc:
+        raise ValueError(f"the PDF's structure could not be read ({exc})") from exc
+    if max_pages is not None and count > max_pages:
+        raise _too_large(
+            f"the PDF has {count} pages, over the {max_pages} pages one request may hold ({limits.pages_option}); "
+            f"send at most {max_pages} pages, e.g. split the document"
+        )
+    pages = []
+    for i, (w_pt, h_pt) in enumerate(sizes):
+        w, h = math.ceil(w_pt * scale), math.ceil(h_pt * scale)  # as PaddleX's estimate_pdf_render_pixels
+        if w * h > limits.max_image_pixels:
+            raise _too_large(
+                f"Page {i + 1} of the PDF is {w_pt:g} x {h_pt:g} pt: rendered at PaddleX's scale {scale:g} it "
+                f"would be {w} x {h} = {w * h} pixels, over the {limits.max_image_pixels} pixels of one page "
+                f"({limits.image_option}); it was refused before rendering",
+                width=w,
+                height=h,
+                pixel_count=w * h,
+                max_pixels=limits.max_image_pixels,
+                page_index=i + 1,
+            )
+        pages.append((w, h, w * h))
+    return pages
 
 
 def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits: PixelLimits) -> None:
-    """Refuse ``raw`` (an IMAGE or PDF file) over the limits, reading only its header (ImageTooLargeError);
-    a file whose size cannot be read is left to the decoder, which refuses it as PaddleX does."""
-    if file_type == "PDF":
-        try:
-            pages = _pdf_pixels(raw, max_num_imgs, limits)
-        except Exception as exc:
-            if type(exc).__name__ == "ImageTooLargeError":
-                raise _too_large(f"{exc} ({limits.image_option})") from None
-            return  # not a readable PDF: PaddleX's own error
-        what = "PDF"
-    else:
-        try:
-            pages = [(w, h, w * h) for w, h in _image_sizes(raw, max_num_imgs)]
-        except ValueError:
-            return
-        what = "image"
+    """Refuse ``raw`` (an IMAGE or PDF file) over the limits, reading only its header or structure
+    (ImageTooLargeError); a file whose size cannot be read is left to the decoder, which refuses it as PaddleX
+    does."""
+    try:
+        if file_type == "PDF":
+            pages, what = _pdf_pages(raw, max_num_imgs, limits), "PDF"
+        else:
+            pages, what = [(w, h, w * h) for w, h in _image_sizes(raw, max_num_imgs)], "image"
+    except ValueError:
+        return
     for i, (w, h, pixels) in enumerate(pages):
-        if pixels > limits.max_image_pixels:
-            # (a PDF page never gets here: PaddleX scales it down to the limit, or it was refused above)
+        if pixels > limits.max_image_pixels:  # an image or a TIFF frame (a PDF page was refused above)
             page = f"Page {i + 1}: " if len(pages) > 1 else ""
             raise _too_large(
                 f"{page}Image pixel count {pixels} (width={w}, height={h}) exceeds maximum allowed "

@@ -212,33 +212,67 @@ def test_the_options_named_are_the_limits_own():
 
 
 # ---- PDF -------------------------------------------------------------------------------------------------------
+def _pdf_by_hand(width: float, height: float) -> bytes:
+    """A one-page PDF written byte by byte (catalog, pages, one empty page, a correct xref): 441 bytes for a page of
+    20,000 x 20,000 pt, beyond what pypdfium2's ``new_page`` makes."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << >> /Contents 4 0 R >>" % (width, height),
+        b"<< /Length 0 >>\nstream\n\nendstream",
+    ]
+    out, offsets = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"), []
+    for k, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % k + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
 def test_pdf_pages_add_up_as_paddlex_renders_them():
     raw = _pdf([(100, 50)] * 3)  # 200 x 100 pixels each
-    assert serving.pdf_page_pixels(raw, None, 10**9) == [(200, 100, 20_000)] * 3
+    assert serving.pdf_pages(raw, None) == (3, 2.0, [(100.0, 50.0)] * 3)
+    assert serving.pdf_pages(raw, 2) == (3, 2.0, [(100.0, 50.0)] * 2)
     check_pixels(raw, "PDF", None, PixelLimits(20_000, 60_000))
     err = _refused(raw, "PDF", PixelLimits(20_000, 59_999))
     assert str(err) == (
         "the PDF's 3 page(s) or frame(s) come to 60000 pixels, over the 59999 pixels one request may decode "
         f"{REQUEST_OPTION}; send fewer pages"
     )
-    check_pixels(raw, "PDF", 2, PixelLimits(20_000, 59_999))  # PaddleX renders only max_num_imgs pages
+    check_pixels(raw, "PDF", 3, PixelLimits(20_000, 60_000))
 
 
-def test_a_pdf_page_is_scaled_down_to_the_image_limit_not_refused():
-    raw = _pdf([(1000, 1000)])  # 2000 x 2000 at PaddleX's scale, under 1 Mpx at a smaller one
-    ((w, h, pixels),) = serving.pdf_page_pixels(raw, None, 1_000_000)
-    assert pixels <= 1_000_000 and w == h > 900
-    check_pixels(raw, "PDF", None, PixelLimits(1_000_000, 1_000_000))
+def test_a_pdf_over_the_page_limit_is_refused_naming_it_not_cut():
+    raw = _pdf([(10, 10)] * 3)
+    err = _refused(raw, "PDF", PixelLimits(), max_num_imgs=2)
+    assert str(err) == (
+        "the PDF has 3 pages, over the 2 pages one request may hold (Serving: extra: max_num_input_imgs of the "
+        "pipeline YAML); send at most 2 pages, e.g. split the document"
+    )
+    check_pixels(raw, "PDF", 3, PixelLimits())
+    check_pixels(raw, "PDF", None, PixelLimits())  # no page limit (Ray Data): the pixels bound it
 
 
-def test_a_pdf_page_over_the_limit_at_the_smallest_scale_names_the_option():
-    raw = _pdf([(50, 50), (1000, 1000)])  # the second is 100 x 100 pixels at PaddleX's smallest scale (0.1)
-    err = _refused(raw, "PDF", PixelLimits(9_999, 10**9))
-    assert str(err).startswith("Page 2: Estimated render size width=100, height=100 (pixel count 10000)"), err
-    assert str(err).endswith(f"would exceed maximum allowed 9999. {IMAGE_OPTION}"), err
-    assert err.__cause__ is None and err.__suppress_context__
-    check_pixels(raw, "PDF", None, PixelLimits(10_000, 10**9))
-    check_pixels(raw, "PDF", 1, PixelLimits(9_999, 10**9))  # the second page is not rendered
+def test_a_pdf_page_over_the_image_limit_is_refused_not_scaled_down():
+    raw = _pdf([(50, 50), (1000, 1000)])  # the second is 2000 x 2000 at PaddleX's scale
+    err = _refused(raw, "PDF", PixelLimits(1_000_000, 10**9))
+    assert str(err) == (
+        "Page 2 of the PDF is 1000 x 1000 pt: rendered at PaddleX's scale 2 it would be 2000 x 2000 = 4000000 "
+        f"pixels, over the 1000000 pixels of one page {IMAGE_OPTION}; it was refused before rendering"
+    )
+    assert (err.width, err.height, err.pixel_count, err.max_pixels, err.page_index) == (2000, 2000, 4 * 10**6, 10**6, 2)
+    check_pixels(raw, "PDF", None, PixelLimits(4_000_000, 10**9))
+
+
+def test_a_458_byte_pdf_of_one_huge_page_is_refused_before_rendering():
+    raw = _pdf_by_hand(20_000, 20_000)
+    assert len(raw) < 460  # the issue's was 458 bytes
+    assert serving.pdf_pages(raw, 10) == (1, 2.0, [(20_000.0, 20_000.0)])
+    err = _refused(raw, "PDF", PixelLimits(), max_num_imgs=10)
+    assert "Page 1 of the PDF is 20000 x 20000 pt" in str(err) and "40000 x 40000 = 1600000000 pixels" in str(err)
 
 
 @pytest.mark.parametrize("raw", [b"%PDF-1.7 but nothing after", _png_header(10, 10), b""], ids=["cut", "png", "empty"])
@@ -285,7 +319,9 @@ def test_the_guard_checks_before_it_decodes():
     pdf = _pdf([(10, 10)] * 2)  # two pages of 20 x 20: 800 pixels, over the request's 500
     with pytest.raises(serving.serving_utils().ImageTooLargeError, match="the PDF's 2 page"):
         guard.file_to_images(decode, pdf, "PDF")
-    assert guard.file_to_images(decode, pdf, "PDF", max_num_imgs=1) == "decoded"
+    with pytest.raises(serving.serving_utils().ImageTooLargeError, match="the PDF has 2 pages, over the 1 pages"):
+        guard.file_to_images(decode, pdf, "PDF", max_num_imgs=1)
+    assert guard.file_to_images(decode, _pdf([(10, 10)]), "PDF", max_num_imgs=1) == "decoded"
     assert len(decode.calls) == 5
 
 
@@ -420,10 +456,12 @@ def test_a_second_install_replaces_the_first():
 
 def test_install_refuses_a_paddlex_that_cannot_size_pdf_pages(monkeypatch):
     """Without PaddleX's PDF page sizing, every PDF would pass the guard unchecked: serving is refused instead."""
+    import paddlex.utils.flags
+
     from paddlex_npu.errors import UnsupportedPaddlexError
     from paddlex_npu.paddlex import serving
 
-    monkeypatch.delattr(serving.serving_utils(), "get_pdf_render_scale_within_pixel_limit")
-    with pytest.raises(UnsupportedPaddlexError, match="get_pdf_render_scale_within_pixel_limit.*PaddleX 3.7"):
+    monkeypatch.delattr(paddlex.utils.flags, "PDF_RENDER_SCALE")
+    with pytest.raises(UnsupportedPaddlexError, match="PDF_RENDER_SCALE.*PaddleX 3.7"):
         images.install(PixelLimits(5000, 5000))
     assert serving.uninstall_decoders() == []  # nothing was patched
