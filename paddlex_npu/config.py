@@ -23,6 +23,10 @@ class SimulationConfig(BaseModel):
     pcie_gbps: Optional[float] = Field(
         None, ge=0, description="host<->device copy rate, GB/s each way (0: copies free; default 16)"
     )
+    malloc_us: Optional[float] = Field(None, ge=0, description="per aclrtMalloc(Host) of a call's buffers, us")
+    free_us: Optional[float] = Field(None, ge=0, description="per aclrtFree(Host) of a call's buffers, us")
+    memcpy_us: Optional[float] = Field(None, ge=0, description="per synchronous copy or host sync, us, besides bytes")
+    aicpu_us: Optional[float] = Field(None, ge=0, description="per node on the AI CPU per call, us")
     store: Optional[str] = Field(None, description="replay store folder (default $PADDLEX_NPU_SIM_STORE)")
     lock_dir: Optional[str] = Field(None, description="per-device lock files (default $PADDLEX_NPU_SIM_LOCKS)")
 

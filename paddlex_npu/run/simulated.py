@@ -14,7 +14,11 @@ model replaced by a device model:
 - **device time** comes from a cost model, ``base_ms + ms_per_melem * (input elements / 1e6)`` (see
   :func:`default_cost` for how the defaults follow from the published 310P3 figures), plus the **transfers**: the
   input bytes host to device and the output bytes device to host at ``pcie_gbps`` (:data:`PCIE_GBPS`), so that a
-  model whose outputs are large (a CTC head's ``[N, T, classes]``) pays for moving them;
+  model whose outputs are large (a CTC head's ``[N, T, classes]``) pays for moving them; plus what ais_bench
+  does per buffer, from its source (:data:`MALLOC_US`): per input a malloc, a synchronous copy and a free, per
+  output a device and a pinned host malloc, a synchronous copy and two frees; and what the graph's structure costs
+  (:class:`GraphProfile`, read from the ONNX at the first call): a host sync per ``If`` where GE runs the graph on
+  its hybrid executor (value-dependent shapes, a dymshape OM), and each node on the AI CPU;
 - **the GIL is held from entry to return** of a replayed call, as ais_bench's bindings hold it for the whole
   device call: every blocking or long step is a C function called through :class:`ctypes.PyDLL` (which keeps
   the GIL): the digest (XXH3 of the ``xxhash`` package's own library: its Python API releases the GIL on large
@@ -56,6 +60,7 @@ import xxhash._xxhash as _xxhash_ext
 from .. import envs
 from ..config import SimulationConfig
 from ..log import logger
+from ..om.atc_ops import AI_CPU
 from . import tasks
 from .device_ids import physical_npu
 from .reference import InferSession, acl_failure
@@ -76,16 +81,68 @@ DENSE_MS_PER_MELEM = 0.938
 # specification). ais_bench copies every output into a new, pageable NumPy array, and pageable copies reach about
 # half of the link (issue 35's 12-16 GB/s): 16 GB/s, an assumption within that span, is the default.
 PCIE_GBPS = 16.0
+# What ais_bench's ``infer`` does per call besides ``aclmdlExecute`` (Yanguan619/aclruntime @8da7f645, under
+# ais-bench_workload/tool/ais_bench/; correction 34), all with the GIL held (correction 14):
+# - each input: ``PyInferenceSession.cpp:407`` ``CopyMemory2DeviceMemory`` (``TensorBase.cpp:514-529``): an
+#   ``aclrtMalloc`` (``MemoryHelper.cpp:63``) and a synchronous H2D ``aclrtMemcpy`` (``MemoryHelper.cpp:226``);
+#   after the call ``PyInferenceSession.cpp:418-419`` ``MemoryHelper::Free``: ``aclrtFree`` (``MemoryHelper.cpp:142``);
+# - each output: ``ModelInferenceProcessor.cpp:163-164`` ``CreateOutMemoryData``: an ``aclrtMalloc``; then
+#   ``interface.py:97`` ``to_host`` (``TensorBase.cpp:256-277`` ``ToHost``): a host buffer by ``aclrtMallocHost``
+#   (``TensorBuffer.cpp:45``, ``MemoryHelper.cpp:56``), a synchronous D2H ``aclrtMemcpy`` (``MemoryHelper.cpp:216``),
+#   the device buffer dropped (``TensorBase.cpp:277``; its deleter ``:109`` ``aclrtFree``), and the host buffer
+#   freed (``aclrtFreeHost``, ``MemoryHelper.cpp:136``) once NumPy has copied it (``interface.py:104``).
+# So a call makes ``inputs + 2 x outputs`` allocations and as many frees, and ``inputs + outputs`` synchronous
+# copies. No published figure for these calls on a 310P or 910B was found; the figures are assumptions, set per
+# run in ``SimulationConfig``:
+# - MALLOC_US, FREE_US: 10 us per aclrtMalloc/aclrtMallocHost and per aclrtFree/aclrtFreeHost, a driver call on the
+#   device's allocator (the order CUDA's cudaMalloc/cudaFree are commonly measured at: a few to tens of us);
+# - MEMCPY_US: 20 us per synchronous aclrtMemcpy besides its bytes (at pcie_gbps): a DMA task submitted to the
+#   device and waited for across PCIe (a small synchronous cudaMemcpy is commonly ~10 us; the ACL runtime's task
+#   submission is taken as twice that);
+# - a host sync of GE's hybrid executor is one such copy: ``IfOpNodeTask::DoExecuteAsync`` reads the condition
+#   with ``ToBool`` (hicann/ge ``runtime/v1/hybrid/node_executor/controlop/control_op_executor.cc:150-153``),
+#   a synchronous D2H ``aclrtMemcpy`` of the scalar (``runtime/v1/hybrid/common/tensor_value.h:96-99``): MEMCPY_US;
+# - AICPU_US: 50 us per node on the AI CPU per call (task dispatch to the AI CPU and its kernel on a small
+#   tensor; CANN's profiler reports AI CPU ops by ``Task_time``/``Dispatch_time`` in us, no typical figure is
+#   published): an assumption, meant as the order of magnitude.
+MALLOC_US = 10.0
+FREE_US = 10.0
+MEMCPY_US = 20.0
+AICPU_US = 50.0
+
+
+@dataclass(frozen=True)
+class CallCost:
+    """What one call costs on the simulated device, by part (ms), and what it did."""
+
+    compute_ms: float  # base + rate x elements: aclmdlExecute
+    transfer_ms: float  # the bytes across PCIe
+    buffer_ms: float  # per-buffer mallocs, copy launches and frees
+    sync_ms: float  # the hybrid executor's host syncs
+    aicpu_ms: float  # the AI CPU's nodes
+    mallocs: int
+    host_syncs: int
+
+    @property
+    def device_ms(self) -> float:
+        return self.compute_ms + self.transfer_ms + self.buffer_ms + self.sync_ms + self.aicpu_ms
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Device time of one call: ``base_ms + ms_per_melem * elements / 1e6`` (elements of all inputs), and the
-    transfers: ``(input bytes + output bytes) / pcie_gbps``."""
+    """Device time of one call: ``base_ms + ms_per_melem * elements / 1e6`` (elements of all inputs), the
+    transfers ``(input bytes + output bytes) / pcie_gbps``, and ais_bench's per-buffer work (see
+    :data:`MALLOC_US`): per input a malloc, a synchronous copy and a free, per output two mallocs (device, pinned
+    host), a synchronous copy and two frees; per host sync of the hybrid executor one synchronous copy; per AI CPU
+    node ``aicpu_us``."""
 
     base_ms: float
     ms_per_melem: float
     pcie_gbps: float = PCIE_GBPS
+    malloc_us: float = MALLOC_US
+    free_us: float = FREE_US
+    memcpy_us: float = MEMCPY_US
+    aicpu_us: float = AICPU_US
 
     def device_ms(self, elements: int) -> float:
         return self.base_ms + self.ms_per_melem * elements / 1e6
@@ -94,11 +151,185 @@ class CostModel:
         """Milliseconds to move ``nbytes`` across PCIe (one direction)."""
         return nbytes / (self.pcie_gbps * 1e6) if self.pcie_gbps > 0 else 0.0
 
+    def call(
+        self, elements: int, bytes_in: int, bytes_out: int, inputs: int, outputs: int, graph: GraphProfile
+    ) -> CallCost:
+        """The :class:`CallCost` of one call of ``inputs`` and ``outputs`` buffers on a graph of that profile."""
+        mallocs = inputs + 2 * outputs
+        buffer_us = mallocs * (self.malloc_us + self.free_us) + (inputs + outputs) * self.memcpy_us
+        return CallCost(
+            compute_ms=self.device_ms(elements),
+            transfer_ms=self.transfer_ms(bytes_in) + self.transfer_ms(bytes_out),
+            buffer_ms=buffer_us / 1000.0,
+            sync_ms=graph.host_syncs * self.memcpy_us / 1000.0,
+            aicpu_ms=len(graph.aicpu) * self.aicpu_us / 1000.0,
+            mallocs=mallocs,
+            host_syncs=graph.host_syncs,
+        )
+
 
 def default_cost(task: Optional[str] = None) -> CostModel:
     """The default cost model for a PaddleX predictor class name (``TextDetPredictor``...; None: unknown)."""
     dense = task is not None and tasks.task_of_predictor(task) in tasks.DENSE_IMAGE
     return CostModel(BASE_MS, DENSE_MS_PER_MELEM if dense else SEQUENCE_MS_PER_MELEM)
+
+
+# ---- the graph's structure: GE's hybrid executor, its host syncs, the AI CPU --------------------------------
+
+# Operators whose output shape follows the values of these inputs (ONNX operator specs): with such an input not
+# known when the OM is built, GE cannot type the graph statically and runs it on its hybrid executor.
+_SHAPE_FROM_VALUES = {
+    "Range": (0, 1, 2),
+    "Slice": (1, 2, 3, 4),
+    "Expand": (1,),
+    "Tile": (1,),
+    "Reshape": (1,),
+    "ConstantOfShape": (0,),
+    "Resize": (2, 3),
+    "Upsample": (1,),
+    "Pad": (1,),
+    "TopK": (1,),
+    "OneHot": (1,),
+    "Split": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+}
+# Output shapes from the data whatever is known (om.graph's DATA_DEPENDENT_OPS), and loops run from the host.
+_DATA_SHAPED = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "Scan"})
+_NEVER_FOLDED = _DATA_SHAPED | {"If", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform"}
+_NEVER_FOLDED |= {"RandomUniformLike"}
+# AI CPU placements on 310P (correction 35: the 2022 open op-info ``aic-ascend310p-ops-info.ini`` has no AI Core
+# kernel for them): ScatterElements (and ONNX's older Scatter), int64 Min/Less/Tile, Range with tensor inputs (only
+# RangeD, of attributes), Casts between int64 and float or bool (int32<->int64 only); and om.atc_ops.AI_CPU.
+_AICPU_ALWAYS = frozenset({"ScatterElements", "Scatter"})
+_AICPU_INT64 = frozenset({"Min", "Less", "Tile"})
+_INT64, _BOOL = 7, 9  # onnx.TensorProto.INT64, BOOL
+_FLOATS = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+@dataclass(frozen=True)
+class GraphProfile:
+    """What a graph's structure costs per call: ``hybrid`` says why GE runs it on its hybrid executor (empty: it
+    does not), ``if_nodes`` the ``If`` nodes of the main graph (each executed once a call: a host sync each on the
+    hybrid executor), ``aicpu`` the nodes on the AI CPU (``op name``)."""
+
+    hybrid: str = ""
+    if_nodes: int = 0
+    aicpu: Tuple[str, ...] = ()
+
+    @property
+    def host_syncs(self) -> int:
+        """Host syncs per call: one per ``If`` on the hybrid executor (``hybrid_model_builder.cc:63``: If, Case...
+        need their condition ready before they run, ``:492-499``; ``IfOpNodeTask`` copies it to the host,
+        ``control_op_executor.cc:150-153``). A static graph's ``If`` runs on the device (GE's stream switch)."""
+        return self.if_nodes if self.hybrid else 0
+
+
+def _types(graph: object, into: Optional[dict] = None) -> dict:
+    """Every typed tensor of ``graph`` and its subgraphs: name -> TypeProto.Tensor (after shape inference)."""
+    into = {} if into is None else into
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        into[vi.name] = vi.type.tensor_type
+    for init in graph.initializer:
+        into.setdefault(init.name, types.SimpleNamespace(elem_type=init.data_type, shape=None))
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                _types(attr.g, into)
+    return into
+
+
+def _static(t: object) -> bool:
+    shape = getattr(t, "shape", None)
+    return shape is not None and t.HasField("shape") and all(d.HasField("dim_value") for d in shape.dim)
+
+
+def known_values(graph: object, typed: dict, outer: frozenset = frozenset()) -> set:
+    """Tensors of ``graph`` whose values are known when the OM is built (GE folds them): initializers, Constant
+    outputs, Shape and Size of a tensor of static shape, and what deterministic nodes compute from those alone."""
+    known = set(outer) | {i.name for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            known.update(node.output)
+        elif node.op_type in ("Shape", "Size"):
+            if node.input[0] in known or _static(typed.get(node.input[0])):
+                known.update(node.output)
+        elif node.op_type not in _NEVER_FOLDED and node.input and all(not i or i in known for i in node.input):
+            known.update(node.output)
+    return known
+
+
+def _value_shaped(graph: object, typed: dict, known: set) -> str:
+    """The first node of ``graph`` (its subgraphs included) whose output shape depends on values not known at
+    build time, as ``op name (why)``; empty when there is none."""
+    for node in graph.node:
+        name = f"{node.op_type} {node.name or '(unnamed)'}"
+        if node.op_type in _DATA_SHAPED:
+            return f"{name} (output shape from the data)"
+        decide = _SHAPE_FROM_VALUES.get(node.op_type, ())
+        if any(i < len(node.input) and node.input[i] and node.input[i] not in known for i in decide):
+            return f"{name} (its shape input is computed at run time)"
+        if node.op_type == "If" and not all(_static(typed.get(o)) for o in node.output):
+            return f"{name} (branches of different shapes or ranks, correction 33)"
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                inner = _value_shaped(attr.g, typed, known_values(attr.g, typed, frozenset(known)))
+                if inner:
+                    return inner
+    return ""
+
+
+def _on_aicpu(node: object, typed: dict, known: set) -> bool:
+    elem = [getattr(typed.get(i), "elem_type", 0) for i in node.input]
+    if node.op_type in AI_CPU or node.op_type in _AICPU_ALWAYS:
+        return True
+    if node.op_type in _AICPU_INT64:  # of int64 data (Tile's repeats are int64 whatever it tiles)
+        return bool(elem) and elem[0] == _INT64
+    if node.op_type == "Range":
+        return not all(i in known for i in node.input)
+    if node.op_type == "Cast" and elem:
+        to = next((a.i for a in node.attribute if a.name == "to"), 0)
+        pair = {elem[0], to}
+        return _INT64 in pair and bool(pair & (_FLOATS | {_BOOL}))
+    return False
+
+
+def aicpu_nodes(graph: object, typed: dict, outer: frozenset = frozenset()) -> List[str]:
+    """Nodes of a shape-inferred ``graph`` (``typed``: :func:`_types` of it) that run on a 310P's AI CPU per
+    call, as ``op name``: those of the main graph not folded at build time, and of each ``If`` the branch with
+    more (which branch a call takes is not known here)."""
+    known = known_values(graph, typed, outer)
+    found: List[str] = []
+    for node in graph.node:
+        if node.output and all(o in known for o in node.output):
+            continue  # folded into a constant by GE
+        if _on_aicpu(node, typed, known):
+            found.append(f"{node.op_type} {node.name or '(unnamed)'}")
+        branches = [aicpu_nodes(a.g, typed, frozenset(known)) for a in node.attribute if a.HasField("g")]
+        found += max(branches, key=len, default=[])
+    return found
+
+
+def graph_profile(onnx_path: str, shapes: Dict[str, Tuple[int, ...]], dynamic: bool) -> GraphProfile:
+    """The :class:`GraphProfile` of the ONNX at ``onnx_path`` with its inputs of ``shapes`` (a static or gear
+    OM's shapes; ``dynamic``: a dymshape OM, which GE runs on its dynamic executor whatever the graph)."""
+    import onnx
+
+    model = onnx.load(onnx_path, load_external_data=False)
+    for vi in model.graph.input:
+        if vi.name in shapes and vi.type.tensor_type.HasField("shape"):
+            for d, v in zip(vi.type.tensor_type.shape.dim, shapes[vi.name]):
+                d.Clear()
+                d.dim_value = int(v)
+    try:
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - a graph inference gives up on: dtypes and shapes as annotated
+        pass
+    typed = _types(model.graph)
+    known = known_values(model.graph, typed)
+    why = "dymshape OM (unknown dims)" if dynamic else _value_shaped(model.graph, typed, known)
+    ifs = sum(node.op_type == "If" for node in model.graph.node)
+    return GraphProfile(why, ifs, tuple(aicpu_nodes(model.graph, typed)))
 
 
 # ---- the C calls that keep the GIL ---------------------------------------------------------------------------
@@ -484,6 +715,8 @@ class SimStats:
     transfer_ms: float = 0.0  # part of device_ms: the copies host to device and back
     bytes_in: int = 0
     bytes_out: int = 0
+    host_syncs: int = 0  # the hybrid executor's host syncs (one per If a call)
+    mallocs: int = 0  # ais_bench's device and pinned host allocations
 
 
 _STATS = SimStats()
@@ -505,21 +738,29 @@ def stats() -> Dict[str, float]:
 
 def model_stats() -> Dict[str, Dict[str, float]]:
     """Per model (its folder's name) of this process: ``task``, the cost model (``base_ms``, ``ms_per_melem``,
-    ``pcie_gbps``) and what its calls cost: ``calls``, ``elements`` (input elements, summed), ``bytes_in``,
-    ``bytes_out`` (moved host to device and back), ``device_ms`` (transfers included), ``transfer_ms``."""
+    ``pcie_gbps``, ``malloc_us``, ``free_us``, ``memcpy_us``, ``aicpu_us``), its graph's structure (``hybrid``: why
+    GE runs it on its hybrid executor, empty if not; per call ``if_nodes``, ``aicpu_nodes``, ``buffers``: mallocs)
+    and what its calls cost, summed: ``calls``, ``elements`` (input elements), ``bytes_in``, ``bytes_out`` (moved
+    host to device and back), ``host_syncs``, ``mallocs``, ``device_ms`` (all of it) and its parts
+    ``transfer_ms``, ``buffer_ms`` (mallocs, copy launches, frees), ``sync_ms``, ``aicpu_ms``."""
     with _STATS_LOCK:
         return {name: dict(m) for name, m in _MODELS.items()}
 
 
-def _count(model: str, elements: int, **deltas: float) -> None:
+def _count(model: str, elements: int, parts: Dict[str, float], **deltas: float) -> None:
     with _STATS_LOCK:
         for key, value in deltas.items():
             setattr(_STATS, key, getattr(_STATS, key) + value)
         m = _MODELS[model]
         m["calls"] += 1
         m["elements"] += elements
-        for key in ("device_ms", "transfer_ms", "bytes_in", "bytes_out"):
-            m[key] += deltas[key]
+        for key in _MODEL_SUMS:
+            m[key] += parts[key] if key in parts else deltas[key]
+        m["buffers"] = deltas["mallocs"]  # per call
+
+
+_MODEL_SUMS = ("device_ms", "transfer_ms", "bytes_in", "bytes_out", "host_syncs", "mallocs")
+_MODEL_SUMS += ("buffer_ms", "sync_ms", "aicpu_ms")
 
 
 _CALLS = itertools.count(1)  # device calls of this process, for the device-lost fault
@@ -693,11 +934,14 @@ class SimulatedSession(InferSession):
         super().__init__(device_id, model_path, acl_json_path, debug, loop, onnx_path=onnx_path, manifest=manifest)
         sim = simulation or SimulationConfig()
         default = default_cost(task)
+        given = {k: getattr(sim, k) for k in ("malloc_us", "free_us", "memcpy_us", "aicpu_us")}
         self.cost = CostModel(
             default.base_ms if sim.base_ms is None else sim.base_ms,
             default.ms_per_melem if sim.ms_per_melem is None else sim.ms_per_melem,
             default.pcie_gbps if sim.pcie_gbps is None else sim.pcie_gbps,
+            **{k: v for k, v in given.items() if v is not None},
         )
+        self.graph: Optional[GraphProfile] = None  # read from the ONNX at the first call (its input shapes)
         key = model_key(self.onnx_path) + ("" if self.precision == "fp32" else f"-{self.precision}")
         self.store = ReplayStore(Path(sim.store or default_store()) / key)  # fp16 outputs never replay as fp32
         self.device = device_lock(Path(sim.lock_dir or default_lock_dir()), device_id)
@@ -715,16 +959,32 @@ class SimulatedSession(InferSession):
                     "base_ms": self.cost.base_ms,
                     "ms_per_melem": self.cost.ms_per_melem,
                     "pcie_gbps": self.cost.pcie_gbps,
+                    "malloc_us": self.cost.malloc_us,
+                    "free_us": self.cost.free_us,
+                    "memcpy_us": self.cost.memcpy_us,
+                    "aicpu_us": self.cost.aicpu_us,
+                    "hybrid": "",
+                    "if_nodes": 0,
+                    "aicpu_nodes": 0,
+                    "buffers": 0,
                     "calls": 0,
                     "elements": 0,
-                    "bytes_in": 0,
-                    "bytes_out": 0,
-                    "device_ms": 0.0,
-                    "transfer_ms": 0.0,
+                    **dict.fromkeys(_MODEL_SUMS, 0),
                 },
             )
 
+    def _profile(self, feed: Dict[str, np.ndarray]) -> GraphProfile:
+        """The graph's :class:`GraphProfile`, read once, at the first call (a static OM's shapes are its)."""
+        if self.graph is None:
+            shapes = {name: tuple(a.shape) for name, a in feed.items()}
+            self.graph = graph_profile(self.onnx_path, shapes, self.built_mode == "dymshape")
+            with _STATS_LOCK:
+                m = _MODELS[self._model]
+                m.update(hybrid=self.graph.hybrid, if_nodes=self.graph.if_nodes, aicpu_nodes=len(self.graph.aicpu))
+        return self.graph
+
     def _compute(self, feed: Dict[str, np.ndarray]) -> List[np.ndarray]:
+        graph = self._profile(feed)
         inputs = sum(a.nbytes for a in feed.values())
         MEMORY.call(inputs + sum(self._custom_sizes or [d.size for d in self._om.output_descs()]))
         try:
@@ -743,8 +1003,8 @@ class SimulatedSession(InferSession):
         t2 = time.perf_counter()
         elements = sum(int(a.size) for a in feed.values())
         bytes_in, bytes_out = sum(a.nbytes for a in feed.values()), sum(o.nbytes for o in outputs)
-        transfer_ms = self.cost.transfer_ms(bytes_in) + self.cost.transfer_ms(bytes_out)
-        start, end = self.device.reserve((self.cost.device_ms(elements) + transfer_ms) / 1000.0)
+        cost = self.cost.call(elements, bytes_in, bytes_out, len(feed), len(outputs), graph)
+        start, end = self.device.reserve(cost.device_ms / 1000.0)
         self.device_intervals.append((start, end))
         deltas = {
             "calls": 1,
@@ -753,11 +1013,14 @@ class SimulatedSession(InferSession):
             "device_ms": (end - start) * 1000.0,
             "replay_ms": (c1 - c0) * 1000.0,
             "compute_ms": (t2 - t1) * 1000.0,
-            "transfer_ms": transfer_ms,
+            "transfer_ms": cost.transfer_ms,
             "bytes_in": bytes_in,
             "bytes_out": bytes_out,
+            "host_syncs": cost.host_syncs,
+            "mallocs": cost.mallocs,
         }
-        _count(self._model, elements, **deltas)
+        parts = {"buffer_ms": cost.buffer_ms, "sync_ms": cost.sync_ms, "aicpu_ms": cost.aicpu_ms}
+        _count(self._model, elements, parts, **deltas)
         for key, value in deltas.items():
             setattr(self._own, key, getattr(self._own, key) + value)
         gil_sleep_until(end)  # last: the bookkeeping is done before, so nothing runs between the wait and return

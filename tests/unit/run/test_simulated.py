@@ -32,6 +32,8 @@ def feeds(seed=0, n=2, h=8, w=16):
 
 def session(tmp_path, base_ms=1.0, device_id=0, **kw):
     kw.setdefault("pcie_gbps", 0.0)  # no transfer time unless a test asks (test_transfers_are_charged_per_byte)
+    for figure in ("malloc_us", "free_us", "memcpy_us", "aicpu_us"):  # nor per-buffer work (test_sim_costs.py)
+        kw.setdefault(figure, 0.0)
     onnx = two_input_model(tmp_path / "m" / "inference.onnx")
     sim = SimulationConfig(base_ms=base_ms, ms_per_melem=0.0, store=str(tmp_path / "store"), **kw)
     sim.lock_dir = sim.lock_dir or str(tmp_path / "locks")
