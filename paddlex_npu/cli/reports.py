@@ -55,11 +55,17 @@ def run_selftest(args: argparse.Namespace) -> int:
     from ..reports.selftest import run_selftest as selftest
 
     try:
-        report = selftest(args.om_root, args.device_id, args.runtime)
+        models = [m for m in (args.models or "").split(",") if m] or None
+        report = selftest(args.om_root, args.device_id, args.runtime, models=models)
     except PaddlexNpuError as exc:
         return fail("selftest", exc)
-    for c in report.checks:
+    in_packages = {id(c) for p in report.packages for c in p.checks}
+    for c in [c for c in report.checks if id(c) not in in_packages]:
         print(f"[{c.status.upper()}] {c.name}: {c.detail}")
+    for package in report.packages:
+        print(f"{package.name} ({package.kind}):")
+        for c in package.checks:
+            print(f"  [{c.status.upper()}] {c.name}: {c.detail}")
     if args.json:
         Path(args.json).write_text(report.to_json(), encoding="utf-8")
         print(f"report: {args.json}")
@@ -76,7 +82,12 @@ def selftest_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--om-root",
         type=Path,
-        help="folder holding the OM packages in subfolders named PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
+        help="folder holding one OM package per subfolder: every one is checked as its kind says (OCR det, rec, "
+        "split table, layout, orientation); the acceptance set is PP-OCRv4_mobile_det and PP-OCRv4_mobile_rec",
+    )
+    p.add_argument(
+        "--models",
+        help="comma-separated subfolders of --om-root to check (default: every package there)",
     )
     p.add_argument("--json", help="write the JSON report here (attach it to a bug report)")
     p.add_argument(

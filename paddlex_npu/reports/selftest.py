@@ -27,7 +27,7 @@ import os
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,14 +36,24 @@ from ..errors import AclCallError, ConfigError
 from ..run.device_ids import VISIBLE_ENV, device_hint, soc_matches
 from ..version import __version__
 from .route_check import CTC_SCORE_ATOL, call_shapes, compare, reference_probs, render, shapes_text
+from .route_check import kind as route_kind
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 RUNTIMES = runtimes.SELFTEST_NAMES
-MODELS = ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec")
-TASKS = {"PP-OCRv4_mobile_det": "TextDetPredictor", "PP-OCRv4_mobile_rec": "TextRecPredictor"}
+MODELS = ("PP-OCRv4_mobile_det", "PP-OCRv4_mobile_rec")  # the acceptance set: expected where no package is found
+# the PaddleX predictor class each kind runs as on the route (its shape policy: run/tasks.py)
+TASKS = {
+    "det": "TextDetPredictor",
+    "rec": "TextRecPredictor",
+    "table": "TableStructurePredictor",
+    "layout": "DetPredictor",
+    "orientation": "ClasPredictor",
+    "classification": "ClasPredictor",
+}
 LAYOUT = (
-    f"give a folder holding one OM package per model, in subfolders named {' and '.join(MODELS)} "
-    "(`paddlex-npu convert ASSETS/om/MODEL -o ROOT/MODEL --soc-version SOC`; `paddlex-npu assets` prints ASSETS)"
+    "give a folder holding one OM package per model in a subfolder of its own (every package there is checked, "
+    f"or those named with --models; the acceptance set is subfolders named {' and '.join(MODELS)}: "
+    "`paddlex-npu convert ASSETS/om/MODEL -o ROOT/MODEL --soc-version SOC`; `paddlex-npu assets` prints ASSETS)"
 )
 
 
@@ -56,18 +66,41 @@ class Check:
 
 
 @dataclass
+class PackageReport:
+    """One package: its kind and the checks run on it (also in the report's flat list)."""
+
+    name: str
+    kind: str
+    folder: str
+    checks: List[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.status == PASS for c in self.checks)
+
+
+@dataclass
 class SelftestReport:
     checks: List[Check] = field(default_factory=list)
     machine: Dict[str, Any] = field(default_factory=dict)
+    packages: List[PackageReport] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """Every check passed (a skipped check is not a pass: it was not verified)."""
         return bool(self.checks) and all(c.status == PASS for c in self.checks)
 
+    def add(self, package: PackageReport) -> None:
+        self.packages.append(package)
+        self.checks += package.checks
+
     def to_json(self) -> str:
-        out = {"schema": "paddlex-npu/selftest/1", "ok": self.ok, "machine": self.machine}
+        out: Dict[str, Any] = {"schema": "paddlex-npu/selftest/1", "ok": self.ok, "machine": self.machine}
         out["checks"] = [asdict(c) for c in self.checks]
+        out["packages"] = [
+            {"name": p.name, "kind": p.kind, "folder": p.folder, "ok": p.ok, "checks": [asdict(c) for c in p.checks]}
+            for p in self.packages
+        ]
         return json.dumps(out, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -94,7 +127,8 @@ def _pyacl(acl: Any = None) -> Tuple[Check, Any]:
     return Check("pyACL", PASS, f"acl importable ({getattr(acl, '__file__', 'built in')})"), acl
 
 
-def _package(om_root: Optional[Path], model: str, runtime: str = "ais_bench") -> Check:
+def _package(om_root: Optional[Path], model: str, runtime: str = "ais_bench", parts: Sequence[str] = ()) -> Check:
+    """The package's files (and each part's, for a split model: ``parts``) present for ``runtime``."""
     name = f"package {model}"
     if om_root is None:
         return Check(name, SKIP, "no --om-root: build packages with `paddlex-npu assets` + `paddlex-npu convert`")
@@ -104,10 +138,10 @@ def _package(om_root: Optional[Path], model: str, runtime: str = "ais_bench") ->
     needed = ("inference.onnx", "inference.yml", "inference.om.json")
     if runtime == "ais_bench":
         needed = ("inference.om",) + needed
-    missing = [f for f in needed if not (folder / f).is_file()]
+    missing = [str(Path(p) / f) for p in ("", *parts) for f in needed if not (folder / p / f).is_file()]
     if missing:
         return Check(name, FAIL, f"{folder} lacks {', '.join(missing)}: `paddlex-npu convert` builds it (ATC on PATH)")
-    return Check(name, PASS, str(folder))
+    return Check(name, PASS, str(folder), {"parts": list(parts)} if parts else {})
 
 
 def _compare(model: str, device: Any, reference: Any, charset: Optional[List[str]] = None, probs: Any = None) -> Check:
@@ -136,31 +170,33 @@ def _route_name(model: str, runtime: str) -> str:
     return f"route {model}: ais_bench vs reference"
 
 
-def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench") -> Check:
+def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench", kind: Optional[str] = None) -> Check:
     """The model through the route (runner, shape policy, session) on the device, against the same route on the CPU
     reference runtime with the package's precision (fp16 as ATC builds it: :mod:`..run.reference_precision`), at
     each of :func:`.route_check.call_shapes`. ``runtime`` reference: the route on the
-    reference runtime (gear padding and cropping included) against ONNX Runtime on the unpadded input."""
+    reference runtime (gear padding and cropping included) against ONNX Runtime on the unpadded input. ``kind``:
+    det or rec (default: from the model's name)."""
     from ..om import manifest as mf
 
+    kind = kind or route_kind(model)
     folder = om_root / model
     man = mf.load(folder / mf.MANIFEST_NAME)
-    shapes = call_shapes(man, model)
+    shapes = call_shapes(man, kind)
     sides = ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",)
-    feeds = {name: render(model, shape, man.normalisation is not None) for name, shape in shapes.items()}
+    feeds = {name: render(kind, shape, man.normalisation is not None) for name, shape in shapes.items()}
     from ..run.reference import numerics
 
     with numerics("package" if runtime == "ais_bench" else "fp32"):  # the device's precision against the device
-        outs = {rt: _route_outputs(folder, model, device_id, rt, feeds) for rt in sides}
+        outs = {rt: _route_outputs(folder, kind, device_id, rt, feeds) for rt in sides}
     if runtime == "reference":
         outs["ais_bench"] = outs["reference"]
         outs["reference"] = _onnx_outputs(folder, feeds)
-    charset = rec_charset(folder) if model.endswith("rec") else None
+    charset = rec_charset(folder) if kind == "rec" else None
     per_shape, failed = {}, []
     atol = None if runtime == "reference" and man.mode != "dymshape" else CTC_SCORE_ATOL  # padded vs unpadded
     for name, x in feeds.items():
         probs = _probs(folder, man, x)
-        verdict = compare(model, outs["ais_bench"][name], outs["reference"][name], charset, probs, atol)
+        verdict = compare(kind, outs["ais_bench"][name], outs["reference"][name], charset, probs, atol)
         per_shape[name] = {"shape": shapes[name], "ok": verdict.ok, "detail": verdict.detail, **verdict.data}
         if not verdict.ok:
             failed.append(f"{name} {'x'.join(map(str, shapes[name]))}: {verdict.detail}")
@@ -170,12 +206,12 @@ def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench"
     return Check(_route_name(model, runtime), PASS, detail, per_shape)
 
 
-def _route_outputs(folder: Path, model: str, device_id: int, runtime: str, feeds: Dict[str, Any]) -> Dict[str, Any]:
+def _route_outputs(folder: Path, kind: str, device_id: int, runtime: str, feeds: Dict[str, Any]) -> Dict[str, Any]:
     """Every output of the route at each shape, one runner per side."""
     from ..config import OMBackendConfig
     from ..run.runner import build_om_runner
 
-    runner = build_om_runner(folder, runtime=runtime, device_id=device_id, config=OMBackendConfig(), task=TASKS[model])
+    runner = build_om_runner(folder, runtime=runtime, device_id=device_id, config=OMBackendConfig(), task=TASKS[kind])
     try:
         return {name: [np.asarray(o) for o in runner(x)] for name, x in feeds.items()}
     finally:
@@ -356,18 +392,196 @@ def _guarded(name: str, run: Callable[[], Check]) -> Check:
 
 
 def _model_checks(
-    om_root: Optional[Path], model: str, device_id: int, runtime: str, ais: Check, acl: Any
+    om_root: Optional[Path], model: str, device_id: int, runtime: str, ais: Check, acl: Any, kind: Optional[str] = None
 ) -> List[Check]:
+    """An OCR det or rec package: its files, the route at its base and top shapes, its manifest against ACL."""
     route, versus = _route_name(model, runtime), f"manifest {model} vs ACL"
     package = _package(om_root, model, runtime)
     if package.status != PASS or ais.status != PASS:
         why = "no package" if package.status != PASS else "no ais_bench"
         return [package, Check(route, SKIP, f"not run: {why}"), Check(versus, SKIP, f"not run: {why}")]
     root = Path(om_root)  # type: ignore[arg-type]
-    checks = [package, _guarded(route, lambda: _route(root, model, device_id, runtime))]
+    checks = [package, _guarded(route, lambda: _route(root, model, device_id, runtime, kind))]
+    return checks + [_versus_acl(acl, root, model, device_id)]
+
+
+def _versus_acl(acl: Any, root: Path, model: str, device_id: int) -> Check:
+    """``manifest <model> vs ACL`` (``model`` may be a part: ``SLANet_plus/step``), or why it could not run."""
+    versus = f"manifest {model} vs ACL"
     if acl is None:
-        return checks + [Check(versus, SKIP, "not run: no pyACL")]
-    return checks + [_guarded(versus, lambda: _manifest_vs_acl(acl, root, model, device_id))]
+        return Check(versus, SKIP, "not run: no pyACL")
+    return _guarded(versus, lambda: _manifest_vs_acl(acl, root, model, device_id))
+
+
+def _sides_name(runtime: str) -> str:
+    return "reference package vs ONNX Runtime" if runtime == "reference" else "ais_bench vs reference"
+
+
+def _route_call(folder: Path, kind: str, device_id: int, runtime: str, feeds: Dict[str, np.ndarray]) -> List[Any]:
+    """One call of the route (``build_om_runner``: runner, shape policy, session; a split model's host loop) on
+    ``feeds`` by input name; every output."""
+    from ..config import OMBackendConfig
+    from ..run.runner import build_om_runner
+
+    runner = build_om_runner(folder, runtime=runtime, device_id=device_id, config=OMBackendConfig(), task=TASKS[kind])
+    try:  # the runner takes PaddleX's order: inputs sorted by name
+        return [np.asarray(o) for o in runner(x=[feeds[n] for n in sorted(runner.input_names)])]
+    finally:
+        runner.close()
+
+
+def _two_sides(folder: Path, kind: str, device_id: int, runtime: str, feeds: Dict[str, np.ndarray]) -> Tuple[Any, Any]:
+    """(device, reference) outputs: ais_bench against the route on the CPU reference runtime at the package's
+    precision; ``runtime`` reference: the route on the reference runtime against the package's own ONNX on ONNX
+    Runtime (a split model's parts driven by the host loop as ``convert`` samples it)."""
+    from ..om import manifest as mf
+    from ..run.reference import numerics
+    from . import package_kinds as pk
+
+    if runtime == "ais_bench":
+        device = _route_call(folder, kind, device_id, "ais_bench", feeds)
+        with numerics("package"):
+            return device, _route_call(folder, kind, device_id, "reference", feeds)
+    with numerics("fp32"):
+        device = _route_call(folder, kind, device_id, "reference", feeds)
+    man = mf.load(folder / mf.MANIFEST_NAME)
+    if man.loop is not None:
+        return device, pk.onnx_loop(folder, man.loop, feeds)
+    return device, pk.onnx_outputs(folder / "inference.onnx", feeds)
+
+
+def _verdict_check(name: str, verdict: Any) -> Check:
+    return Check(name, PASS if verdict.ok else FAIL, verdict.detail, verdict.data)
+
+
+def _part_check(root: Path, model: str, part: str, device_id: int, runtime: str) -> Check:
+    """One part of a split package opened on the runtime on its own, its inputs and outputs against its manifest."""
+    from ..config import OMBackendConfig
+    from ..run.runner import EXACT_TASK, build_om_runner
+    from . import package_kinds as pk
+
+    folder = root / model / part
+    task = TASKS["table"] if not part else EXACT_TASK  # the encoder loads its parts behind it, as on the route
+    runner = build_om_runner(folder, runtime=runtime, device_id=device_id, config=OMBackendConfig(), task=task)
+    try:
+        verdict = pk.part_interface(runner, folder / "inference.onnx")
+    finally:
+        runner.close()
+    return _verdict_check(f"part {model}/{part or 'encoder'}: opened, inputs and outputs as the manifest", verdict)
+
+
+def _table_checks(root: Path, model: str, device_id: int, runtime: str, acl: Any, tmp: Path) -> List[Check]:
+    """A split table package: each part opened and described, the host loop on a rendered table against the
+    reference side, the structure read as drawn, each part's manifest against ACL."""
+    from ..om import manifest as mf
+    from . import package_kinds as pk
+
+    folder = root / model
+    man = mf.load(folder / mf.MANIFEST_NAME)
+    parts = ["", *([man.loop.first] if man.loop.first else []), man.loop.step, man.loop.tail]
+    checks = [
+        _guarded(
+            f"part {model}/{p or 'encoder'}: opened, inputs and outputs as the manifest",
+            lambda p=p: _part_check(root, model, p, device_id, runtime),
+        )
+        for p in parts
+    ]
+    loop_name = f"loop {model}: {_sides_name(runtime)}"
+
+    def loop() -> Check:
+        spec = man.inputs[0]
+        feeds = {spec.name: pk.table_input(spec.shape[-1], tmp)}
+        device, reference = _two_sides(folder, "table", device_id, runtime, feeds)
+        verdict = pk.compare_table(device, reference, pk.table_characters(pk.read_yml(folder)))
+        return _verdict_check(loop_name, verdict)
+
+    looped = _guarded(loop_name, loop)
+    drawn = f"table {model}: reads as drawn"
+    if "rows" in looped.data:
+        checks += [looped, _verdict_check(drawn, pk.table_reads_as_drawn(pk.Verdict(True, "", looped.data)))]
+    else:
+        checks += [looped, Check(drawn, SKIP, "not run: the loop gave no structure")]
+    return checks + [_versus_acl(acl, root, f"{model}/{p}" if p else model, device_id) for p in parts]
+
+
+def _image_checks(root: Path, model: str, kind: str, device_id: int, runtime: str, acl: Any, tmp: Path) -> List[Check]:
+    """A layout or orientation / classification package: one rendered page or line through the route against the
+    reference side, its manifest against ACL."""
+    from ..om import manifest as mf
+    from . import package_kinds as pk
+
+    folder = root / model
+    name = f"route {model}: {_sides_name(runtime)}"
+
+    def route() -> Check:
+        man, cfg = mf.load(folder / mf.MANIFEST_NAME), pk.read_yml(folder)
+        if kind == "layout":
+            feeds = pk.layout_inputs(man, tmp)
+            device, reference = _two_sides(folder, kind, device_id, runtime, feeds)
+            return _verdict_check(name, pk.compare_layout(device, reference, cfg.get("label_list") or []))
+        feeds = pk.classifier_input(man, cfg)
+        labels = ((cfg.get("PostProcess") or {}).get("Topk") or {}).get("label_list") or []
+        device, reference = _two_sides(folder, kind, device_id, runtime, feeds)
+        return _verdict_check(name, pk.compare_classes(device, reference, labels))
+
+    return [_guarded(name, route), _versus_acl(acl, root, model, device_id)]
+
+
+def _package_report(
+    om_root: Optional[Path], model: str, device_id: int, runtime: str, ais: Check, acl: Any, tmp: Path
+) -> PackageReport:
+    """One package: its kind, then the checks of that kind (an unknown kind is reported as not checked)."""
+    from ..om import manifest as mf
+    from . import package_kinds as pk
+
+    folder = Path(om_root) / model if om_root is not None else Path(model)
+    try:
+        man = mf.load(folder / mf.MANIFEST_NAME) if (folder / mf.MANIFEST_NAME).is_file() else None
+    except Exception:  # a broken manifest: the kind from inference.yml, the package check says the rest
+        man = None
+    kind = pk.package_kind(folder, man) if folder.is_dir() else ("det" if model.endswith("det") else "rec")
+    report = PackageReport(model, kind, str(folder))
+    if kind in ("det", "rec"):
+        report.checks = _model_checks(om_root, model, device_id, runtime, ais, acl, kind)
+        return report
+    parts = [p for p in (man.loop.first, man.loop.step, man.loop.tail) if p] if man and man.loop else []
+    package = _package(om_root, model, runtime, parts)
+    report.checks = [package]
+    if kind not in pk.CHECKED_KINDS:
+        report.checks.append(Check(f"kind {model}", SKIP, "not checked: kind unknown (" + _unknown_why(folder) + ")"))
+    elif package.status != PASS or ais.status != PASS:
+        why = "no package" if package.status != PASS else "no ais_bench"
+        report.checks.append(Check(f"{kind} {model}", SKIP, f"not run: {why}"))
+    elif kind == "table":
+        report.checks += _table_checks(Path(om_root), model, device_id, runtime, acl, tmp)  # type: ignore[arg-type]
+    else:
+        report.checks += _image_checks(Path(om_root), model, kind, device_id, runtime, acl, tmp)  # type: ignore[arg-type]
+    return report
+
+
+def _unknown_why(folder: Path) -> str:
+    from . import package_kinds as pk
+
+    post = pk.read_yml(folder).get("PostProcess")
+    name = post.get("name") if isinstance(post, dict) else None
+    return (
+        f"inference.yml PostProcess {name!r}" if name else "no PostProcess in inference.yml and no loop in the manifest"
+    )
+
+
+def package_names(om_root: Optional[Path], models: Optional[Sequence[str]] = None) -> List[str]:
+    """The packages to check: ``models`` when given, else every subfolder of ``om_root`` holding a package (an
+    ``inference.om.json`` or ``inference.om``), else the acceptance set :data:`MODELS`."""
+    if models:
+        return list(models)
+    if om_root is None or not Path(om_root).is_dir():
+        return list(MODELS)
+    found = sorted(
+        p.name
+        for p in Path(om_root).iterdir()
+        if p.is_dir() and any((p / f).is_file() for f in ("inference.om.json", "inference.om"))
+    )
+    return found or list(MODELS)
 
 
 def check_om_root(om_root: Optional[Path]) -> None:
@@ -379,25 +593,25 @@ def check_om_root(om_root: Optional[Path]) -> None:
 
 
 def run_selftest(
-    om_root: Optional[Path] = None, device_id: int = 0, runtime: str = "ais_bench", acl: Any = None
+    om_root: Optional[Path] = None,
+    device_id: int = 0,
+    runtime: str = "ais_bench",
+    acl: Any = None,
+    models: Optional[Sequence[str]] = None,
 ) -> SelftestReport:
     """Every check, in order; a check that cannot run says why (skip) and the report is then not ok. An
     ``om_root`` that is no folder raises :class:`ConfigError`.
 
     ``runtime`` ``ais_bench`` (the device) or ``reference`` (the CPU: the same checks against the packages, with
     :class:`~paddlex_npu.run.reference_acl.ReferenceAcl` standing in for pyACL). ``acl``: the pyACL module to use
-    (default: ``import acl`` on the device)."""
+    (default: ``import acl`` on the device). ``models``: the package folders to check (default: every package
+    under ``om_root``, see :func:`package_names`); each is checked as its kind says."""
+    import tempfile
+
     if runtime not in RUNTIMES:
         raise ConfigError(f"selftest --runtime {runtime!r}: choose one of {', '.join(RUNTIMES)}")
     check_om_root(om_root)
-    machine = {
-        "paddlex_npu": __version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "runtime": runtime,
-        "ASCEND_RT_VISIBLE_DEVICES": os.environ.get(VISIBLE_ENV),
-    }
-    report = SelftestReport(machine=machine)
+    report = SelftestReport(machine=_machine(runtime))
     if runtime == "reference":
         from ..run.reference_acl import ReferenceAcl
 
@@ -408,8 +622,19 @@ def run_selftest(
     else:
         ais, (acl_check, acl) = _ais_bench(), _pyacl(acl)
     if acl is not None and hasattr(acl, "get_soc_name"):
-        machine["soc_name"] = acl.get_soc_name() or None
+        report.machine["soc_name"] = acl.get_soc_name() or None
     report.checks += [ais, acl_check]
-    for model in MODELS:
-        report.checks += _model_checks(om_root, model, device_id, runtime, ais, acl)
+    with tempfile.TemporaryDirectory(prefix="paddlex-npu-selftest-") as tmp:  # the rendered table and page
+        for model in package_names(om_root, models):
+            report.add(_package_report(om_root, model, device_id, runtime, ais, acl, Path(tmp)))
     return report
+
+
+def _machine(runtime: str) -> Dict[str, Any]:
+    return {
+        "paddlex_npu": __version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "runtime": runtime,
+        "ASCEND_RT_VISIBLE_DEVICES": os.environ.get(VISIBLE_ENV),
+    }
