@@ -33,6 +33,7 @@ import yaml
 from ..errors import ConfigError, ConvertError, ModelFileError
 from ..log import logger
 from ..om import manifest as mf
+from ..om.aicpu_ops import aicpu_nodes, describe_placement
 from ..om.atc import (
     KEEP_DTYPE_FILE,
     atc_args,
@@ -73,6 +74,7 @@ MODES = ("dymshape", "gears", "static")
 SAMPLE_KINDS = ("pages", "lines")
 PRECISIONS = ("fp16", "fp32")
 DEFAULT_MAX_GEARS = 8
+LOOP_BODIES = ("step", "first")  # the parts of a split model that run one decoder step (build/loop_convert.py)
 
 __all__ = ["ConvertResult", "Conversion", "check_options", "convert", "plan_conversion"]
 
@@ -380,6 +382,7 @@ def plan_conversion(
         }
     )
     man.check_soc()
+    _warn_aicpu(onnx.path, soc, "the model", notes)
     given = [f"--{k.replace('_', '-')} {v}" for k, v in (("gears", gears), ("input_shape", input_shape)) if v]
     _check_loadable(model_name, task, onnx.path, man, " and ".join(given) or "convert's shapes for this task")
     return Conversion(model_name, task, onnx.path, man, notes)
@@ -426,6 +429,18 @@ def _check_atc_ops(onnx_path: Path, cann: str, notes: List[str]) -> bool:
     return False
 
 
+def _warn_aicpu(onnx_path: Path, soc: str, part: str, notes: List[str], loop_body: bool = False) -> None:
+    """Warn of the nodes of ``part`` that ATC places on the AI CPU of ``soc``, by name (:mod:`paddlex_npu.om.aicpu_ops`;
+    ``loop_body``: the part is a decoder's step)."""
+    import onnx
+
+    placement = aicpu_nodes(onnx.load(str(onnx_path), load_external_data=False), soc)
+    text = describe_placement(placement, part, soc, loop_body) if placement else ""
+    if text:
+        logger.warning("%s", text)
+        notes.append(text)
+
+
 def _plan_split(
     model_name: str,
     task: Task,
@@ -459,6 +474,8 @@ def _plan_split(
     notes.extend(more)
     for part in parts:
         _check_atc_ops(part.onnx_path, cann, notes)
+        label = f"{part.folder}/" if part.folder else "encoder"
+        _warn_aicpu(part.onnx_path, soc, label, notes, part.folder in LOOP_BODIES)
         if part.folder:  # a package of its own: the model's inference.yml, as every package has
             shutil.copyfile(work / "inference.yml", work / part.folder / "inference.yml")
         _check_data_dependent(part.manifest.data_dependent, part.manifest.mode, soc)
