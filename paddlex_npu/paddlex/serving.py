@@ -153,7 +153,7 @@ def _utils_missing(names: Sequence[str]) -> List[str]:
     guard sizes PDF pages with)."""
     utils = serving_utils()
     missing = [f"serving utils' {n}" for n in names if not hasattr(utils, n)]
-    return missing + (_pdf_sizing_missing(utils) if names == DECODE_NEEDS else [])
+    return missing + (_pdf_sizing_missing(utils) if "file_to_images" in names else [])
 
 
 class UtilsPatch(Patch):
@@ -190,11 +190,18 @@ def _revert(name: str) -> List[str]:
         return applied.revert() if applied is not None else []
 
 
-def install_decoders(wrap: Callable[[Callable[..., Any]], Callable[..., Any]], max_image_pixels: int) -> None:
+def install_decoders(
+    wrap: Callable[[Callable[..., Any]], Callable[..., Any]],
+    max_image_pixels: int,
+    wrap_call: Optional[Callable[[Callable[..., Any]], Callable[..., Any]]] = None,
+) -> None:
     """In this process (a server), PaddleX's ``file_to_images`` becomes ``wrap(original)`` and its after-decode
-    pixel bound ``MAX_IMAGE_PIXELS`` is ``max_image_pixels``; a second install replaces the first."""
+    pixel bound ``MAX_IMAGE_PIXELS`` is ``max_image_pixels``; with ``wrap_call``, its ``call_async`` (how its apps
+    run the decoder) becomes ``wrap_call(original)``. A second install replaces the first."""
     values = {"file_to_images": lambda u: wrap(u.file_to_images), "MAX_IMAGE_PIXELS": lambda u: max_image_pixels}
-    _apply(UtilsPatch(DECODE, values, DECODE_NEEDS))
+    if wrap_call is not None:
+        values["call_async"] = lambda u: wrap_call(u.call_async)
+    _apply(UtilsPatch(DECODE, values, DECODE_NEEDS + (("call_async",) if wrap_call is not None else ())))
 
 
 def uninstall_decoders() -> List[str]:

@@ -9,8 +9,9 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import threading
 import uuid
-from typing import Any, AsyncIterator, Callable, Dict, Optional, Tuple
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Optional, Tuple
 
 from ..errors import PaddlexNpuError, RequestRefusedError, WorkerFailureError
 from ..executor.pool import Pool
@@ -21,7 +22,8 @@ from . import images as pixel_guard
 from .guard import _CALL, Guard, State
 from .images import PixelLimits
 from .options import check_options
-from .settings import AppSettings
+from .render import PdfRenderer
+from .settings import DEFAULT_REQUEST_TIMEOUT, AppSettings
 
 _GONE = "the client closed the connection"
 
@@ -100,14 +102,42 @@ class _NoPipeline:
         pass
 
 
-def create_app(pipeline_config: Dict[str, Any], pool: Pool, options: AppSettings) -> Tuple[Any, State]:
-    """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard."""
+async def _until_gone(work: Awaitable[Any]) -> Any:
+    """``work`` (a PDF's rendering) as a task of its own, cancelled if the request's client goes (then refused
+    as ``client_gone``, 499; PaddleX's app wraps the error in its 422, :func:`_answer_errors` unwraps it)."""
+    task = asyncio.ensure_future(work)
+    call = _CALL.get()
+    if call is None:
+        return await task
+    call.watchers.append(task.cancel)
+    if call.gone:
+        task.cancel()
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if call.gone and task.cancelled():
+            raise RequestRefusedError(_GONE, "client_gone") from None
+        raise
+    finally:
+        call.watchers.remove(task.cancel)
+
+
+def create_app(
+    pipeline_config: Dict[str, Any],
+    pool: Pool,
+    options: AppSettings,
+    request_timeout: Optional[float] = DEFAULT_REQUEST_TIMEOUT,
+) -> Tuple[Any, State]:
+    """PaddleX's app for ``pipeline_config["pipeline_name"]`` over ``pool``, behind the guard; a PDF is rendered
+    in a process of its own within ``request_timeout`` (:mod:`.render`)."""
     limits = PixelLimits(options.max_image_pixels, options.max_request_pixels)
     config = dict(pipeline_config)
     config["Serving"] = dict(config.get("Serving") or {})
     app = paddlex_serving.create_pipeline_app(_NoPipeline(), config)
     paddlex_serving.check_app(app)  # at start: a PaddleX whose app the adapter cannot take is refused here
-    pixel_guard.install(limits)
+    renderer = PdfRenderer(pixel_guard.DEFAULT_MAX_DECODES, request_timeout)
+    threading.Thread(target=renderer.warm_up, name="paddlex-npu-pdf-warm-up", daemon=True).start()
+    pixel_guard.install(limits, renderer=renderer, watch=_until_gone)
 
     def worker_pipeline(replaced: Any, visualize_default: bool) -> WorkerPipeline:
         return WorkerPipeline(pool, replaced, visualize_default, pipeline_config)
@@ -146,6 +176,8 @@ def _answer_errors(app: Any) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Any, exc: HTTPException) -> Any:
+        if isinstance(exc.__cause__, PaddlexNpuError):  # ours, wrapped by PaddleX's "Invalid input file" (a PDF's
+            return by_table(request, exc.__cause__)  # rendering timed out, or its client went)
         return by_table(request, exc, await _log_id(request))
 
     @app.exception_handler(PaddlexNpuError)

@@ -10,7 +10,7 @@ import contextvars
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..errors import QueueFullError, RequestRefusedError
 from ..executor.pool import Pool
@@ -39,11 +39,14 @@ class _Call:
     def __init__(self) -> None:
         self.future: Any = None
         self.gone = False
+        self.watchers: List[Callable[[], Any]] = []  # called when the client goes (a PDF's rendering: cancelled)
 
     def client_gone(self) -> None:
         self.gone = True
         if self.future is not None:
             self.future.cancel()  # succeeds only while it waits in the queue: it never reaches a worker
+        for watcher in list(self.watchers):
+            watcher()
 
 
 _CALL: contextvars.ContextVar = contextvars.ContextVar("paddlex_npu_call", default=None)

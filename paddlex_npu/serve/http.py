@@ -47,7 +47,7 @@ def serve(
     pool = make_pool(pipeline_config, options)
     failed: list = []
     try:
-        app, state = create_app(pipeline_config, pool, options.app)
+        app, state = create_app(pipeline_config, pool, options.app, options.server.request_timeout)
         state.pool = None  # starting: /ready 503 until the workers are loaded
         config = uvicorn.Config(  # uvicorn's records go to the handlers the program set (log.configure_logging)
             app,

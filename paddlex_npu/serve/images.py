@@ -22,10 +22,11 @@ import re
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, List, Optional, Tuple
 
 from ..paddlex import png_read
 from ..paddlex import serving as paddlex_serving
+from .render import PdfRenderer
 
 DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
 DEFAULT_MAX_REQUEST_PIXELS = 80_000_000
@@ -143,16 +144,28 @@ def check_pixels(raw: bytes, file_type: str, max_num_imgs: Optional[int], limits
 
 
 class DecodeGuard:
-    """Checks :func:`check_pixels` and then decodes, at most ``max_decodes`` at a time in this process."""
+    """Checks :func:`check_pixels` and then decodes, at most ``max_decodes`` at a time in this process; with a
+    ``renderer``, a PDF is rendered by it (a child process, bounded in time) instead of in this process."""
 
-    def __init__(self, limits: PixelLimits, max_decodes: int = DEFAULT_MAX_DECODES) -> None:
-        self.limits = limits
+    def __init__(
+        self, limits: PixelLimits, max_decodes: int = DEFAULT_MAX_DECODES, renderer: Optional[PdfRenderer] = None
+    ) -> None:
+        self.limits, self.renderer = limits, renderer
         self._slots = threading.BoundedSemaphore(max(1, max_decodes))
 
     def file_to_images(self, decode: Callable[..., Any], raw: bytes, file_type: str, **kwargs: Any) -> Any:
         check_pixels(raw, file_type, kwargs.get("max_num_imgs"), self.limits)
+        if file_type == "PDF" and self.renderer is not None:
+            return self.renderer.render(raw, kwargs.get("max_num_imgs"), self.limits.max_image_pixels)
         with self._slots:
             return decode(_stored(raw) if file_type == "IMAGE" else raw, file_type, **kwargs)
+
+    async def pdf_to_images(self, call: Callable[..., Awaitable[Any]], raw: bytes, **kwargs: Any) -> Any:
+        """A PDF checked (on a thread, by ``call``: PaddleX's ``call_async``) and rendered by the renderer, awaited
+        without holding a thread."""
+        assert self.renderer is not None
+        await call(check_pixels, raw, "PDF", kwargs.get("max_num_imgs"), self.limits)
+        return await self.renderer.render_async(raw, kwargs.get("max_num_imgs"), self.limits.max_image_pixels)
 
     def image_bytes_to_array(self, decode: Callable[[bytes], Any], raw: bytes) -> Any:
         check_pixels(raw, "IMAGE", 1, self.limits)
@@ -166,19 +179,37 @@ def _stored(raw: bytes) -> bytes:
     return (png_read.stored_png(raw) if png_read.available() else None) or raw
 
 
-def install(limits: PixelLimits, max_decodes: int = DEFAULT_MAX_DECODES) -> DecodeGuard:
+def install(
+    limits: PixelLimits,
+    max_decodes: int = DEFAULT_MAX_DECODES,
+    renderer: Optional[PdfRenderer] = None,
+    watch: Optional[Callable[[Awaitable[Any]], Awaitable[Any]]] = None,
+) -> DecodeGuard:
     """In this process (a server), PaddleX's serving decoders check the limits first and are bounded; PaddleX's
-    own after-decode check uses ``max_image_pixels`` too. Made through the patch record of
-    :mod:`~..paddlex.serving` (listed in the patch ledger), undone by :func:`uninstall`."""
-    guard = DecodeGuard(limits, max_decodes)
+    own after-decode check uses ``max_image_pixels`` too. With a ``renderer``, PaddleX's ``call_async`` of the
+    decoder for a PDF awaits the renderer instead of a thread (``watch`` runs it: the server cancels it when the
+    client goes). Made through the patch record of :mod:`~..paddlex.serving` (listed in the patch ledger), undone
+    by :func:`uninstall`."""
+    guard = DecodeGuard(limits, max_decodes, renderer)
+    made: List[Callable[..., Any]] = []
 
     def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
         def file_to_images(raw: bytes, file_type: str, **kwargs: Any) -> Any:
             return guard.file_to_images(original, raw, file_type, **kwargs)
 
+        made.append(file_to_images)
         return file_to_images
 
-    paddlex_serving.install_decoders(wrap, limits.max_image_pixels)
+    def wrap_call(original: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def call_async(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            if renderer is not None and func in made and len(args) == 2 and args[1] == "PDF":
+                work = guard.pdf_to_images(original, args[0], **kwargs)
+                return await (watch(work) if watch is not None else work)
+            return await original(func, *args, **kwargs)
+
+        return call_async
+
+    paddlex_serving.install_decoders(wrap, limits.max_image_pixels, wrap_call)
     return guard
 
 

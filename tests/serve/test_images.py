@@ -18,6 +18,7 @@ import pytest
 from paddlex_npu.paddlex import serving
 from paddlex_npu.serve import images
 from paddlex_npu.serve.images import DecodeGuard, PixelLimits, _image_sizes, check_pixels
+from tests.serve import pdfs
 
 PNG = b"\x89PNG\r\n\x1a\n"
 IMAGE_OPTION = "(the server's --max-image-pixels)"
@@ -57,17 +58,7 @@ def _pillow(fmt: str, size: Tuple[int, int], frames: int = 1) -> bytes:
     return out.getvalue()
 
 
-def _pdf(pages: List[Tuple[float, float]]) -> bytes:
-    """A PDF of blank pages of these sizes in points (PaddleX renders them at 2 pixels a point)."""
-    import pypdfium2 as pdfium
-
-    doc = pdfium.PdfDocument.new()
-    for w, h in pages:
-        doc.new_page(w, h)
-    out = io.BytesIO()
-    doc.save(out)
-    doc.close()
-    return out.getvalue()
+_pdf = pdfs.text_pages
 
 
 def _refused(raw: bytes, file_type: str, limits: PixelLimits, max_num_imgs: Optional[int] = None) -> Any:
@@ -212,26 +203,6 @@ def test_the_options_named_are_the_limits_own():
 
 
 # ---- PDF -------------------------------------------------------------------------------------------------------
-def _pdf_by_hand(width: float, height: float) -> bytes:
-    """A one-page PDF written byte by byte (catalog, pages, one empty page, a correct xref): 441 bytes for a page of
-    20,000 x 20,000 pt, beyond what pypdfium2's ``new_page`` makes."""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << >> /Contents 4 0 R >>" % (width, height),
-        b"<< /Length 0 >>\nstream\n\nendstream",
-    ]
-    out, offsets = bytearray(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n"), []
-    for k, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % k + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
-
-
 def test_pdf_pages_add_up_as_paddlex_renders_them():
     raw = _pdf([(100, 50)] * 3)  # 200 x 100 pixels each
     assert serving.pdf_pages(raw, None) == (3, 2.0, [(100.0, 50.0)] * 3)
@@ -268,7 +239,7 @@ def test_a_pdf_page_over_the_image_limit_is_refused_not_scaled_down():
 
 
 def test_a_458_byte_pdf_of_one_huge_page_is_refused_before_rendering():
-    raw = _pdf_by_hand(20_000, 20_000)
+    raw = pdfs.one_page(20_000, 20_000)
     assert len(raw) < 460  # the issue's was 458 bytes
     assert serving.pdf_pages(raw, 10) == (1, 2.0, [(20_000.0, 20_000.0)])
     err = _refused(raw, "PDF", PixelLimits(), max_num_imgs=10)
