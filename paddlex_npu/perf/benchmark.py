@@ -118,6 +118,7 @@ class BenchmarkReport:
     # per CPU route: the NPU route's results against its on the warm-up pass: pages, pages with equal texts, the
     # largest box corner difference in pixels (inf: a page with another box count)
     agreement: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    unit: str = "image"  # what one input is: "table" for table recognition (the per-input device figures say so)
 
     @property
     def busy(self) -> bool:
@@ -180,6 +181,35 @@ class BenchmarkReport:
             return {}
         return {k: float(sum(m.get(k, 0.0) for m in self.models.values())) for k in ("bytes_in", "bytes_out")}
 
+    def device_calls(self) -> Dict[str, Any]:
+        """Per input on the simulated device, all models summed: ``calls``, ``host_syncs``, ``device_ms`` and its
+        parts ``buffer_ms`` (ais_bench's per-buffer mallocs, copy launches, frees), ``sync_ms``, ``aicpu_ms``;
+        empty without per-model figures that count host syncs (other runtimes, reports before 2026-12-07)."""
+        models = [m for m in self.models.values() if "host_syncs" in m]
+        if not models:
+            return {}
+        keys = ("calls", "host_syncs", "device_ms", "buffer_ms", "sync_ms", "aicpu_ms")
+        return {k: float(sum(m.get(k, 0.0) for m in models)) for k in keys}
+
+    def device_calls_line(self) -> Optional[str]:
+        """:meth:`device_calls` in words, with each model's share (None without them)."""
+        total = self.device_calls()
+        if not total:
+            return None
+        per_model = "; ".join(
+            f"{name} {m['calls']:.1f} calls x {m.get('buffers', 0):.0f} buffers, {m['host_syncs']:.1f} host syncs, "
+            f"{m.get('aicpu_nodes', 0):.0f} AI CPU nodes a call{' (hybrid executor)' if m.get('hybrid') else ''}, "
+            f"{m['device_ms']:.2f} ms"
+            for name, m in sorted(self.models.items())
+            if m.get("calls")
+        )
+        return (
+            f"per {self.unit} on the simulated device: {total['calls']:.1f} device calls, {total['host_syncs']:.1f} "
+            f"host syncs, {total['device_ms']:.2f} ms device time (of it ais_bench's per-buffer mallocs, copies and "
+            f"frees {total['buffer_ms']:.2f} ms, host syncs {total['sync_ms']:.2f} ms, AI CPU {total['aicpu_ms']:.2f} "
+            f"ms); {per_model}"
+        )
+
     def cost_model_text(self) -> str:
         """The device cost model of each model that ran, in one line."""
         if not self.models:
@@ -190,9 +220,17 @@ class BenchmarkReport:
             for name, m in sorted(self.models.items())
         ]
         gbps = max((m.get("pcie_gbps", 0.0) for m in self.models.values()), default=0.0)
+        first = next(iter(self.models.values()))
+        per_buffer = ""
+        if "memcpy_us" in first:
+            per_buffer = (
+                f" + per buffer a malloc ({first['malloc_us']:g} us), a synchronous copy ({first['memcpy_us']:g} us) "
+                f"and a free ({first['free_us']:g} us), per host sync {first['memcpy_us']:g} us, per AI CPU node "
+                f"{first['aicpu_us']:g} us"
+            )
         return (
             "simulated device times, cost model base + rate x input elements (310P3 figures) + bytes in and out at "
-            f"{gbps:g} GB/s: " + "; ".join(parts)
+            f"{gbps:g} GB/s{per_buffer}: " + "; ".join(parts)
         )
 
     def summary_lines(self) -> List[str]:
@@ -238,6 +276,9 @@ class BenchmarkReport:
                     f"median of {len(best.rounds_images_per_s)} interleaved rounds; the rounds' img/s: serial "
                     f"{_spread(s.rounds_images_per_s)}, {best.route} {_spread(best.rounds_images_per_s)}"
                 )
+        calls = self.device_calls_line()
+        if calls:
+            lines.append(calls)
         return lines
 
     def as_dict(self) -> Dict[str, Any]:
@@ -250,6 +291,7 @@ class BenchmarkReport:
             "cost_model": self.cost_model_text(),
             "route_text": self.route_text(),
             "pcie_bytes_per_image": self.pcie_per_image(),
+            "device_calls_per_input": self.device_calls(),
             "host_ms_vs_paddlex": self.host_ratio(),
             "summary": self.summary_lines(),
         }
@@ -447,6 +489,12 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}{at}"
 
 
+def _unit(pipeline: Union[str, Dict[str, Any]]) -> str:
+    """What one input of ``pipeline`` is, for the per-input figures: a table for table recognition, else an image."""
+    name = pipeline.get("pipeline_name") if isinstance(pipeline, dict) else Path(str(pipeline)).stem
+    return "table" if name == "table_recognition" else "image"
+
+
 def _describe_inputs(inputs: Sequence[str]) -> str:
     """The inputs in words: their count, kind and pixel sizes (images only)."""
     from PIL import Image  # PaddleX's dependency: the benchmark runs PaddleX
@@ -475,16 +523,17 @@ def _per_image(before: Dict[str, Dict[str, Any]], after: Dict[str, Dict[str, Any
     for name, m in after.items():
         b = before.get(name, {})
         out[name] = {
-            "task": m["task"],
-            "base_ms": m["base_ms"],
-            "ms_per_melem": m["ms_per_melem"],
-            "pcie_gbps": m.get("pcie_gbps", 0.0),
-            **{
-                k: (m.get(k, 0) - b.get(k, 0)) / max(n, 1)
-                for k in ("calls", "elements", "device_ms", "transfer_ms", "bytes_in", "bytes_out")
-            },
+            **{k: m[k] for k in _MODEL_FIGURES if k in m},
+            **{k: (m.get(k, 0) - b.get(k, 0)) / max(n, 1) for k in _MODEL_SUMS},
         }
     return out
+
+
+# what a model is (its cost model, its graph's structure per call) and what its calls add up to, per input
+_MODEL_FIGURES = ("task", "base_ms", "ms_per_melem", "pcie_gbps", "malloc_us", "free_us", "memcpy_us", "aicpu_us")
+_MODEL_FIGURES += ("hybrid", "if_nodes", "aicpu_nodes", "buffers")
+_MODEL_SUMS = ("calls", "elements", "device_ms", "transfer_ms", "bytes_in", "bytes_out", "host_syncs", "mallocs")
+_MODEL_SUMS += ("buffer_ms", "sync_ms", "aicpu_ms")
 
 
 def _close(pipeline: Any) -> None:
@@ -575,6 +624,7 @@ def run_benchmark(
     report = BenchmarkReport(runtime, os.cpu_count() or 1, _cpu_name(), paddlex_version() or "", len(inputs), repeat)
     report.rounds = rounds
     report.input_desc = _describe_inputs(inputs)
+    report.unit = _unit(pipeline)
     report.load_average.append(os.getloadavg()[0])
     measured: Dict[str, List[RouteFigures]] = {}
     npu: List[Any] = []  # the serial route's readings of the inputs, to compare with PaddleX's engines

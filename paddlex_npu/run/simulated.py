@@ -34,7 +34,8 @@ model replaced by a device model:
 Not modelled: copies overlapping compute (a call's transfers and compute are serial, as ais_bench's synchronous
 ``aclrtMemcpy`` around ``aclmdlExecute`` are), device memory limits, streams,
 fp16 numerics beyond the reference runtime's (fp32, or ATC's fp16 storage with
-``PADDLEX_NPU_REFERENCE_PRECISION=package``: replayed from a store of their own), warm-up/compile time of a real OM.
+``PADDLEX_NPU_REFERENCE_PRECISION=package``: replayed from a store of their own), warm-up/compile time of a real OM,
+the hybrid executor's host-side work per node (shape inference, tiling, launch) beyond its ``If`` syncs.
 """
 
 from __future__ import annotations
