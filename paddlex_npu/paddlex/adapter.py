@@ -12,9 +12,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .record import Patch
-
-PATCHED_MARK = "__paddlex_npu_patched__"
+from .record import PATCHED_MARK, Patch, PatchRecord
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,10 @@ class Adapter(Patch, ABC):
     def is_fork_patched(self) -> bool:
         """Whether this PaddleX carries paddlex-npu's fork patch (routing in its own source)."""
 
-    def enable_fork(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """What a fork-patched PaddleX still needs at run time (nothing, unless the adapter says otherwise)."""
+    def fork(self, record: PatchRecord) -> None:  # noqa: B027 - optional hook, empty by default
+        """What a fork-patched PaddleX still needs of this adapter at run time, into ``record`` (nothing, unless
+        the adapter says otherwise); :func:`.patcher.enable_fork` applies it once per process, with the
+        speed-ups."""
 
     @abstractmethod
     def models(self) -> List[ModelEntry]:

@@ -6,7 +6,7 @@ blank and the other ignored tokens, the mean of the kept scores, word boxes when
 with the reduction returns those two arrays already (the runner's :class:`~paddlex_npu.run.runner.CTCReduced`):
 the replacement passes them to PaddleX's own ``self.decode`` and finishes as PaddleX's ``__call__`` does, so texts,
 scores and word boxes are PaddleX's. Any other input (a full CTC output, PaddleX's own engines) goes to PaddleX's
-``__call__`` unchanged. Installed and removed through the patch record (``docs/patch-ledger.md``).
+``__call__`` unchanged. Its row is one of the route's speed-ups (:mod:`.speedups`, ``docs/patch-ledger.md``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import functools
 from typing import Any, Callable, List, Tuple
 
 from ..run.runner import CTCReduced
-from .adapter import PATCHED_MARK
-from .record import PatchRecord
+from .record import PATCHED_MARK, Row
 
 
 def decode_reduced(decoder: Any, pred: CTCReduced, return_word_box: bool = False, **kwargs: Any) -> Tuple[List, List]:
@@ -43,20 +42,7 @@ def reduced_aware(original: Callable[..., Any]) -> Callable[..., Any]:
     return __call__
 
 
-def _decoder_class() -> type:
-    from paddlex.inference.models.text_recognition.processors import CTCLabelDecode
+_DECODER = "paddlex.inference.models.text_recognition.processors:CTCLabelDecode"
 
-    return CTCLabelDecode
-
-
-def apply(record: PatchRecord) -> None:
-    """Install the decode into PaddleX's ``CTCLabelDecode`` (both generations), recorded for uninstall."""
-    cls = _decoder_class()
-    record.set_attr(cls, "__call__", reduced_aware(cls.__call__))
-
-
-def enable_fork() -> None:
-    """The same for good, in a fork-patched PaddleX (which :func:`apply` never touches); idempotent."""
-    cls = _decoder_class()
-    if not getattr(cls.__call__, PATCHED_MARK, False):
-        cls.__call__ = reduced_aware(cls.__call__)
+# This speed-up's rows (both generations), applied by the registry (:mod:`.speedups`)
+ROWS = (Row(_DECODER, "__call__", reduced_aware, uses=(f"{_DECODER}.decode",)),)

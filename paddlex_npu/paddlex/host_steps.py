@@ -42,10 +42,7 @@ import numpy as np
 from ..errors import ConfigError, InputMismatchError
 from ..run.runner import OMRunner
 from . import png_read
-from .adapter import PATCHED_MARK
-from .record import PatchRecord
-
-_FITTED = "_paddlex_npu_host_steps_fitted"
+from .record import Row
 
 
 class KeepPixels:
@@ -309,32 +306,10 @@ def fit_reader(reader: Any) -> bool:
     return True
 
 
-def fitted(original: Callable[..., Any], fit: Callable[[Any], bool]) -> Callable[..., Any]:
-    """A predictor's ``process`` or a pipeline's ``predict``, fitting it (``fit``) on its first call."""
-
-    @functools.wraps(original)
-    def process(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not getattr(self, _FITTED, False):
-            fit(self)
-            setattr(self, _FITTED, True)
-        return original(self, *args, **kwargs)
-
-    setattr(process, PATCHED_MARK, True)
-    return process
-
-
-def _class(module: str, names: tuple) -> type:
-    """The first of ``names`` that PaddleX's ``module`` has; refused naming them when it has none."""
-    import importlib
-
-    mod = importlib.import_module(module)
-    cls = next((getattr(mod, n) for n in names if hasattr(mod, n)), None)
-    if cls is None:
-        raise ConfigError(
-            f"this PaddleX has none of {', '.join(names)} in {module}: its layout is unknown to this paddlex-npu"
-        )
-    return cls
-
+_MODELS = "paddlex.inference.models"
+_PIPELINES = "paddlex.inference.pipelines"
+_READER = "paddlex.inference.utils.io.readers:OpenCVImageReaderBackend"
+ON_ROUTE_USES = (f"{_MODELS}:BasePredictor", f"{_PIPELINES}.base:BasePipeline")  # what on_route() reads
 
 # PaddleX's document pipelines whose own reader reads the input files (3.0-3.7)
 DOCUMENT_PIPELINES = (
@@ -344,32 +319,24 @@ DOCUMENT_PIPELINES = (
     ("layout_parsing.pipeline_v2", "_LayoutParsingPipelineV2"),
 )
 
-
-def _targets() -> List[tuple]:
-    """(class, method, fit) of both generations: the predictors' ``process`` (3.5+ ``Text*RunnerPredictor``,
-    3.0-3.4 ``Text*Predictor``), the OCR pipeline's ``predict`` and the document pipelines' ``predict``."""
-    models = "paddlex.inference.models"
-    return [
-        (_class(f"{models}.text_detection.predictor", ("TextDetRunnerPredictor", "TextDetPredictor")), "process",
-         fit_detection),
-        (_class(f"{models}.text_recognition.predictor", ("TextRecRunnerPredictor", "TextRecPredictor")), "process",
-         fit_recognition),
-        (_class("paddlex.inference.pipelines.ocr.pipeline", ("_OCRPipeline",)), "predict", fit_pipeline),
-    ] + [
-        (_class(f"paddlex.inference.pipelines.{module}", (name,)), "predict", fit_document)
-        for module, name in DOCUMENT_PIPELINES
-    ]  # fmt: skip
-
-
-def apply(record: PatchRecord) -> None:
-    """Install the fitting into PaddleX's detection and recognition predictors and its OCR and document pipelines,
-    recorded for uninstall."""
-    for cls, method, fit in _targets():
-        record.set_attr(cls, method, fitted(getattr(cls, method), fit))
-
-
-def enable_fork() -> None:
-    """The same for good, in a fork-patched PaddleX (which :func:`apply` never touches); idempotent."""
-    for cls, method, fit in _targets():
-        if not getattr(getattr(cls, method), PATCHED_MARK, False):
-            setattr(cls, method, fitted(getattr(cls, method), fit))
+# This speed-up's rows, applied by the registry (:mod:`.speedups`): each fits its instances on their first call.
+# The predictors' ``process`` (3.5+ ``Text*RunnerPredictor``, 3.0-3.4 ``Text*Predictor``), the OCR pipeline's
+# ``predict`` and the document pipelines' ``predict``.
+ROWS = (
+    Row(f"{_MODELS}.text_detection.predictor:TextDetRunnerPredictor|TextDetPredictor", "process", fit=fit_detection),
+    Row(
+        f"{_MODELS}.text_recognition.predictor:TextRecRunnerPredictor|TextRecPredictor",
+        "process",
+        fit=fit_recognition,
+        uses=tuple(f"{_MODELS}.text_recognition.processors:{n}" for n in ("OCRReisizeNormImg", "ToBatch")),
+    ),
+    Row(
+        f"{_PIPELINES}.ocr.pipeline:_OCRPipeline",
+        "predict",
+        fit=fit_pipeline,
+        uses=(f"{_PIPELINES}.components.common.crop_image_regions:CropByPolys", _READER),
+    ),
+) + tuple(
+    Row(f"{_PIPELINES}.{module}:{name}", "predict", fit=fit_document, uses=(*ON_ROUTE_USES, _READER))
+    for module, name in DOCUMENT_PIPELINES
+)

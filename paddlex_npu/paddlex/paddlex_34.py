@@ -3,21 +3,11 @@
 Each predictor's ``__init__`` calls ``BasePredictor.__init__`` and then ``_build()``, which calls
 ``self.create_static_infer()`` and stores the result as ``self.infer``; ``process()`` then calls
 ``self.infer(x=...)`` / ``self.infer(batch_inputs)`` and expects a list of numpy arrays in output order: the
-same contract as the OM runner, so no task's ``process`` needs patching for the static models routed here.
-
-Patched, and restored by the patch record:
-- ``BasePredictor.__init__``: a call with ``use_hpip=True`` + ``hpi_config`` backend ``om`` on an NPU is
-  marked for the OM route and initialised without HPI, so ``require_hpip()`` (ultra-infer) is skipped on that
-  route only;
-- ``BasePredictor.create_static_infer``: marked predictors get the shared OM runner; a Paddle Inference
-  predictor on ``npu`` without the NPU custom device raises instead of aborting; everything else is PaddleX's
-  own ``PaddleInfer``/``HPInfer``;
-- ``BasePredictor.get`` (the model-name registry ``create_predictor`` asks): a name this PaddleX does not know
-  (PP-OCRv6, which PaddleX 3.7 brought) raises :class:`UnknownModelError` saying so, instead of a
-  ``ClassNotFoundException`` listing every registered name from deep inside PaddleX;
-- ``CTCLabelDecode.__call__``: CTC outputs reduced on the device decoded as PaddleX does (:mod:`.ctc_decode`);
-- ``TextDetPredictor.process``, ``TextRecPredictor.process``, ``_OCRPipeline.predict``: the OM route's host steps
-  (pre-processing, DB post-processing, crops), same outputs with less host work (:mod:`.host_steps`).
+same contract as the OM runner, so no task's ``process`` needs patching for the static models routed here. The
+hooks of this generation: a predictor asked for HPI backend ``om`` on an NPU is marked in ``BasePredictor``'s
+``__init__`` (initialised without HPI) and gets the OM runner from ``create_static_infer``; an unknown model name
+says so. What they patch, and why: ``docs/patch-ledger.md`` (checked against the record by
+``tests/paddlex/test_patch_ledger.py``); the route's speed-ups are the registry's (:mod:`.speedups`).
 """
 
 from __future__ import annotations
@@ -34,9 +24,9 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, host_steps, multidevice, routing, table_match
+from . import multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
-from .record import PatchRecord
+from .record import PATCHED_MARK, PatchRecord
 
 _MARK = "_paddlex_npu_om"
 
@@ -164,12 +154,9 @@ class Paddlex34Adapter(Adapter):
             BasePredictor, "create_static_infer", wrap_bound(BasePredictor.create_static_infer, _create_static_infer)
         )
         getter = classmethod(_get)
-        getter.__paddlex_npu_patched__ = True  # as wrap_bound marks its wrappers (uninstall and the tests read it)
+        setattr(getter, PATCHED_MARK, True)  # as wrap_bound marks its wrappers (uninstall and the tests read it)
         record.set_attr(BasePredictor, "get", getter)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
-        ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
-        host_steps.apply(record)  # the OM route's detection, recognition and crop host steps (same outputs)
-        table_match.apply(record)  # and its matching of OCR boxes to table cells (same matches)
 
 
 ADAPTER = Paddlex34Adapter()

@@ -1,18 +1,12 @@
 """Adapter for PaddleX 3.5+ (runner/engine layout).
 
-What it adds, all removed again on uninstall:
-- an ``om`` inference engine (``engine="om"``, YAML ``engine: om``, CLI ``--engine om``) whose runner builder
-  returns the OM runner, and an ``om`` binding for every eligible model (one with a static-model runner);
-- a wrapper around ``create_predictor``, in place of every module-level alias of it, that sends a call for
-  PaddleX's ``hpi`` engine (``use_hpip=True`` or ``engine="hpi"``; config from ``hpi_config`` or
-  ``engine_config``, flat or its ``hpi`` bucket) with backend ``om`` on an ``npu`` device, or with no backend
-  and an OM package as model folder, to that engine (no ``ultra-infer`` needed), and that refuses
-  ``device="npu"`` on Paddle Inference when this paddlepaddle has no NPU custom device (Paddle would abort);
-- ``CTCLabelDecode.__call__`` taking CTC outputs reduced on the device (:mod:`.ctc_decode`);
-- ``TextDetRunnerPredictor.process``, ``TextRecRunnerPredictor.process``, ``_OCRPipeline.predict``: the OM
-  route's host steps (pre-processing, DB post-processing, crops), same outputs with less host work
-  (:mod:`.host_steps`).
-Every other call reaches PaddleX unchanged.
+It adds an ``om`` inference engine (``engine="om"``, YAML ``engine: om``, CLI ``--engine om``) whose runner builder
+returns the OM runner, with an ``om`` binding for every eligible model (one with a static-model runner), and sends
+a ``create_predictor`` call for PaddleX's ``hpi`` engine with backend ``om`` on an ``npu`` device (or no backend
+and an OM package as model folder) to that engine, with no ``ultra-infer``; ``device="npu"`` on Paddle Inference
+without the NPU custom device is refused (Paddle would abort). Every other call reaches PaddleX unchanged. What
+it patches, and why: ``docs/patch-ledger.md`` (checked against the record by ``tests/paddlex/test_patch_ledger.py``);
+the route's speed-ups are the registry's (:mod:`.speedups`).
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from ..errors import ConfigError
 from ..log import logger
 from ..run.runner import OMRunner, build_om_runner
 from ..run.session import resolve_runtime_name
-from . import ctc_decode, host_steps, multidevice, routing, table_match
+from . import multidevice, routing
 from .adapter import Adapter, ModelEntry, wrap_bound
 from .record import PatchRecord
 
@@ -229,35 +223,29 @@ class Paddlex35Adapter(Adapter):
                 names.append(model_name)
         return names
 
-    def enable_fork(self) -> None:
-        """Register the ``om`` engine and bindings for good (a fork-patched PaddleX calls this); idempotent."""
-        registry = InferenceEngine.all()
-        if registry.get(ENGINE_NAME) is OMEngine:
-            return
-        registry[ENGINE_NAME] = OMEngine
-        self._add_bindings()
-        _clear_engine_caches()
-        ctc_decode.enable_fork()
-        host_steps.enable_fork()
-        table_match.enable_fork()
+    def _register_engine(self, record: PatchRecord) -> int:
+        """The ``om`` engine and its bindings, the engine caches cleared (again on revert); the bindings added."""
+        record.set_item(InferenceEngine.all(), ENGINE_NAME, OMEngine)
+        bound = self._add_bindings()
+        record.on_revert(lambda: [default_registry._registry[n].pop(ENGINE_NAME, None) for n in bound])
+        record.on_apply_and_revert(_clear_engine_caches)
+        return len(bound)
+
+    def fork(self, record: PatchRecord) -> None:
+        """A fork-patched PaddleX routes in its own ``create_predictor``: it needs the engine and bindings."""
+        self._register_engine(record)
 
     def apply(self, record: PatchRecord) -> None:
         registry = InferenceEngine.all()
         if ENGINE_NAME in registry and registry[ENGINE_NAME] is not OMEngine:
             raise ConfigError(f"an engine named {ENGINE_NAME!r} is already registered by {registry[ENGINE_NAME]}")
-        record.set_item(registry, ENGINE_NAME, OMEngine)
-        bound = self._add_bindings()
-        record.on_revert(lambda: [default_registry._registry[n].pop(ENGINE_NAME, None) for n in bound])
+        bound = self._register_engine(record)
         original = pdx_models.create_predictor
         # every module-level alias (paddlex, paddlex.inference, paddlex.model's `from .inference import
         # create_predictor`, PaddleOCR's, ...), not only the defining module
         record.set_everywhere(original, wrap_bound(original, self._create_predictor))
-        record.on_apply_and_revert(_clear_engine_caches)
         multidevice.apply(record)  # device="npu:0,1" on the OM route: the executor's worker processes
-        ctc_decode.apply(record)  # CTC outputs reduced on the device, decoded as PaddleX does
-        host_steps.apply(record)  # the OM route's detection, recognition and crop host steps (same outputs)
-        table_match.apply(record)  # and its matching of OCR boxes to table cells (same matches)
-        logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", len(bound))
+        logger.debug("PaddleX 3.5+ adapter: engine 'om' for %d models", bound)
 
     def _create_predictor(self, original: Any, bound: Dict[str, Any], args: tuple, kwargs: dict) -> Any:
         replace = self.route(bound)

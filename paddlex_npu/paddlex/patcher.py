@@ -1,5 +1,6 @@
-"""Install/uninstall: one adapter chosen by the PaddleX version and layout, applied as a patch
-(:class:`~.record.Applied`)."""
+"""Install/uninstall: one adapter chosen by the PaddleX version and layout, applied with the route's speed-ups
+(:mod:`.speedups`) as one patch (:class:`~.record.Applied`); on a fork-patched PaddleX, what its source does not do
+itself, applied once into a record kept for the process (:func:`enable_fork`)."""
 
 from __future__ import annotations
 
@@ -14,22 +15,31 @@ from .. import envs
 from ..errors import UnsupportedPaddlexError
 from ..log import logger
 from .adapter import Adapter
-from .record import Applied
-from .versions import NEWEST_ADAPTER, REQUIREMENT, SUPPORTED, SUPPORTED_TEXT, TESTED
+from .record import Applied, Patch, PatchRecord
+from .versions import NEWEST_ADAPTER, REQUIREMENT, SUPPORTED, SUPPORTED_TEXT, TESTED, paddlex_version
 
 _lock = threading.RLock()
 _applied: Optional[Applied] = None  # the route, while installed
 _adapter: Optional[Adapter] = None
 _adapter_version: Optional[str] = None
+_forked: Optional[PatchRecord] = None  # what the fork path applied in this process (kept: never reverted)
 
 
-def paddlex_version() -> Optional[str]:
-    import importlib.metadata  # ~15 ms: loaded when asked, not by `import paddlex_npu`
+class Route(Patch):
+    """The route: the adapter's hooks (its ``requires``), then the registry's speed-ups (each row this PaddleX
+    lacks switched off alone, :func:`.speedups.apply`)."""
 
-    try:
-        return importlib.metadata.version("paddlex")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    def __init__(self, chosen: Adapter) -> None:
+        self.adapter, self.name = chosen, chosen.name
+
+    def requires(self) -> List[str]:
+        return self.adapter.requires()
+
+    def apply(self, record: PatchRecord) -> None:
+        from . import speedups  # NumPy and the runner: loaded when the route installs, not by `import paddlex_npu`
+
+        self.adapter.apply(record)
+        speedups.apply(record)
 
 
 def select_adapter(version: str) -> str:
@@ -119,7 +129,7 @@ def install() -> bool:
         if chosen.is_fork_patched():
             logger.info("this PaddleX carries paddlex-npu's fork patch: the OM route is in its source already")
             return False
-        applied = Applied(chosen, f"install a tested PaddleX, {_INSTALL_TESTED}. Supported: {SUPPORTED_TEXT}")
+        applied = Applied(Route(chosen), f"install a tested PaddleX, {_INSTALL_TESTED}. Supported: {SUPPORTED_TEXT}")
         applied.apply()
         _applied = applied
         logger.debug("installed for PaddleX %s (%s)", paddlex_version(), chosen.name)
@@ -154,3 +164,29 @@ def patched_items() -> List[Tuple[object, object, object, object]]:
     empty when not installed."""
     record = _applied.record if _applied is not None else None
     return record.items() if record is not None else []
+
+
+def enable_fork(chosen: Adapter) -> bool:
+    """What a fork-patched PaddleX gets at run time beside the routing in its source: the adapter's part
+    (:meth:`~.adapter.Adapter.fork`) and the route's speed-ups, applied once per process into a record kept for it
+    (:func:`fork_record`); the fork hooks call it. Returns whether it applied now."""
+    global _forked
+    with _lock:
+        if _forked is not None:
+            return False
+        from . import speedups
+
+        record = PatchRecord()
+        try:
+            chosen.fork(record)
+            speedups.apply(record)
+        except BaseException:
+            record.revert()
+            raise
+        _forked = record
+        return True
+
+
+def fork_record() -> Optional[PatchRecord]:
+    """The record of what :func:`enable_fork` applied in this process (None before it ran)."""
+    return _forked

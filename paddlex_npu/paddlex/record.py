@@ -2,19 +2,27 @@
 instrumentors) says what it ``requires`` of PaddleX and how it ``apply``-s itself into a :class:`PatchRecord`;
 :class:`Applied` applies it once (refused with a message naming what is missing), again idempotently, and
 reverts it to the very same objects. The route's patch (each PaddleX generation's adapter), the serving patches
-(decoders, fetchers) and PaddleX's serving app (:mod:`.serving`) are patches of this one type."""
+(decoders, fetchers) and PaddleX's serving app (:mod:`.serving`) are patches of this one type.
+
+A patch that only replaces attributes is data: :class:`Row` (owner, attribute, wrapper, how an instance is fitted)
+and :class:`RowPatch`, whose ``requires`` and ``apply`` are derived from its rows (the route's speed-ups,
+:mod:`.speedups`)."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, Callable, Iterator, List, MutableMapping, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, List, MutableMapping, Optional, Sequence, Tuple
 
 from ..errors import UnsupportedPaddlexError
 
 MISSING = object()  # the "original" of an attribute its owner did not have (restored by deleting it)
+PATCHED_MARK = "__paddlex_npu_patched__"  # set on every replacement (uninstall and the tests read it)
 
 
 class Patch(ABC):
@@ -176,3 +184,92 @@ def _module_globals() -> Iterator[Tuple[Any, str, Any]]:
         if isinstance(namespace, dict):
             for name, bound in list(namespace.items()):
                 yield module, name, bound
+
+
+def find(spec: str) -> Any:
+    """The object ``spec`` names, or :data:`MISSING`: ``"package.module"`` (the module), ``"package.module:Name"``
+    (a name of it, ``"A|B"``: the first of them the module has), ``"package.module:Name.attr"`` (an attribute of
+    it). Importing the module is the only side effect."""
+    module, _, rest = spec.partition(":")
+    try:
+        found: Any = importlib.import_module(module)
+    except ImportError:
+        return MISSING
+    if not rest:
+        return found
+    first, *chain = rest.split(".")
+    found = next((getattr(found, n) for n in first.split("|") if hasattr(found, n)), MISSING)
+    for name in chain:
+        found = getattr(found, name, MISSING)
+    return found
+
+
+def fitted(original: Callable[..., Any], fit: Callable[[Any], Any]) -> Callable[..., Any]:
+    """A method that fits its instance (``fit(self)``) on the instance's first call, then calls ``original``."""
+    flag = f"_paddlex_npu_fitted_{getattr(fit, '__name__', 'step')}"
+
+    @functools.wraps(original)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(self, flag, False):
+            fit(self)
+            setattr(self, flag, True)
+        return original(self, *args, **kwargs)
+
+    setattr(method, PATCHED_MARK, True)
+    return method
+
+
+@dataclass(frozen=True)
+class Row:
+    """One attribute of PaddleX replaced: ``owner`` (a :func:`find` spec: a module, or a class of it) has
+    ``attribute`` replaced by ``wrapper(original)`` (marked with :data:`PATCHED_MARK`), and, with ``fit``, each
+    instance fitted by ``fit(instance)`` on its first call of it (:func:`fitted`). ``uses``: the other specs of
+    PaddleX the wrapper or the fitting reads, checked with the target."""
+
+    owner: str
+    attribute: str
+    wrapper: Optional[Callable[[Callable[..., Any]], Callable[..., Any]]] = None
+    fit: Optional[Callable[[Any], Any]] = None
+    uses: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.wrapper is None and self.fit is None:
+            raise TypeError(f"the row of {self.target} replaces nothing: give it a wrapper, a fit or both")
+
+    @property
+    def target(self) -> str:
+        return f"{self.owner}.{self.attribute}"
+
+    def missing(self) -> List[str]:
+        """What this PaddleX lacks of the row: its target, or what it uses (empty: the row applies)."""
+        owner = find(self.owner)
+        absent = [self.target] if owner is MISSING or not hasattr(owner, self.attribute) else []
+        return absent + [spec for spec in self.uses if find(spec) is MISSING]
+
+    def replacement(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        new = self.wrapper(original) if self.wrapper is not None else original
+        if self.fit is not None:
+            new = fitted(new, self.fit)
+        setattr(new, PATCHED_MARK, True)
+        return new
+
+    def apply(self, record: PatchRecord) -> None:
+        owner = find(self.owner)
+        record.set_attr(owner, self.attribute, self.replacement(getattr(owner, self.attribute)))
+
+
+class RowPatch(Patch):
+    """A patch that is its rows: ``requires`` names every target (or what it uses) this PaddleX lacks; ``apply``
+    replaces the attribute of each row that this PaddleX has, in order (through :class:`Applied`, only when it has
+    them all; :func:`.speedups.apply` switches the missing rows off and applies the rest)."""
+
+    def __init__(self, name: str, rows: Sequence[Row]) -> None:
+        self.name, self.rows = name, tuple(rows)
+
+    def requires(self) -> List[str]:
+        return [what for row in self.rows for what in row.missing()]
+
+    def apply(self, record: PatchRecord) -> None:
+        for row in self.rows:
+            if not row.missing():
+                row.apply(record)

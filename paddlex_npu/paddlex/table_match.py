@@ -22,9 +22,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from .adapter import PATCHED_MARK
-from .host_steps import on_route
-from .record import PatchRecord
+from .host_steps import ON_ROUTE_USES, on_route
+from .record import PATCHED_MARK, Row
 
 _ON_ROUTE: contextvars.ContextVar[bool] = contextvars.ContextVar("paddlex_npu_table_match", default=False)
 _CHECKED = "_paddlex_npu_table_match_on_route"
@@ -135,24 +134,13 @@ def on_route_only(original: Callable[..., Any]) -> Callable[..., Any]:
     return predict_single_table_recognition_res
 
 
-def _targets() -> List[tuple]:
-    import importlib
-
-    post, pipeline = importlib.import_module(POST), importlib.import_module(PIPELINE)
-    return [
-        (post, "match_table_and_ocr", dispatching),
-        (pipeline._TableRecognitionPipeline, "predict_single_table_recognition_res", on_route_only),
-    ]
-
-
-def apply(record: PatchRecord) -> None:
-    """Install both, recorded for uninstall."""
-    for owner, name, wrap in _targets():
-        record.set_attr(owner, name, wrap(getattr(owner, name)))
-
-
-def enable_fork() -> None:
-    """The same for good, in a fork-patched PaddleX; idempotent."""
-    for owner, name, wrap in _targets():
-        if not getattr(getattr(owner, name), PATCHED_MARK, False):
-            setattr(owner, name, wrap(getattr(owner, name)))
+# This speed-up's rows, applied by the registry (:mod:`.speedups`)
+ROWS = (
+    Row(POST, "match_table_and_ocr", dispatching, uses=(f"{POST}:_sort_box_by_y_projection",)),
+    Row(
+        f"{PIPELINE}:_TableRecognitionPipeline",
+        "predict_single_table_recognition_res",
+        on_route_only,
+        uses=ON_ROUTE_USES,
+    ),
+)
