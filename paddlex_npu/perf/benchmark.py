@@ -220,7 +220,8 @@ class BenchmarkReport:
             for name, m in sorted(self.models.items())
         ]
         gbps = max((m.get("pcie_gbps", 0.0) for m in self.models.values()), default=0.0)
-        first = next(iter(self.models.values()))
+        ran = [m for m in self.models.values() if m.get("calls")] or list(self.models.values())
+        first = ran[0]  # the per-buffer figures are the run's: every model's are the same
         per_buffer = ""
         if "memcpy_us" in first:
             per_buffer = (

@@ -53,7 +53,7 @@ import time
 import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import xxhash._xxhash as _xxhash_ext
@@ -61,6 +61,7 @@ import xxhash._xxhash as _xxhash_ext
 from .. import envs
 from ..config import SimulationConfig
 from ..log import logger
+from ..om.aicpu_ops import aicpu_nodes as placed_on_aicpu
 from ..om.atc_ops import AI_CPU
 from . import tasks
 from .device_ids import physical_npu
@@ -199,13 +200,6 @@ _SHAPE_FROM_VALUES = {
 _DATA_SHAPED = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress", "Loop", "Scan"})
 _NEVER_FOLDED = _DATA_SHAPED | {"If", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform"}
 _NEVER_FOLDED |= {"RandomUniformLike"}
-# AI CPU placements on 310P (correction 35: the 2022 open op-info ``aic-ascend310p-ops-info.ini`` has no AI Core
-# kernel for them): ScatterElements (and ONNX's older Scatter), int64 Min/Less/Tile, Range with tensor inputs (only
-# RangeD, of attributes), Casts between int64 and float or bool (int32<->int64 only); and om.atc_ops.AI_CPU.
-_AICPU_ALWAYS = frozenset({"ScatterElements", "Scatter"})
-_AICPU_INT64 = frozenset({"Min", "Less", "Tile"})
-_INT64, _BOOL = 7, 9  # onnx.TensorProto.INT64, BOOL
-_FLOATS = frozenset({1, 10, 11, 16})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
 @dataclass(frozen=True)
@@ -280,40 +274,33 @@ def _value_shaped(graph: object, typed: dict, known: set) -> str:
     return ""
 
 
-def _on_aicpu(node: object, typed: dict, known: set) -> bool:
-    elem = [getattr(typed.get(i), "elem_type", 0) for i in node.input]
-    if node.op_type in AI_CPU or node.op_type in _AICPU_ALWAYS:
-        return True
-    if node.op_type in _AICPU_INT64:  # of int64 data (Tile's repeats are int64 whatever it tiles)
-        return bool(elem) and elem[0] == _INT64
-    if node.op_type == "Range":
-        return not all(i in known for i in node.input)
-    if node.op_type == "Cast" and elem:
-        to = next((a.i for a in node.attribute if a.name == "to"), 0)
-        pair = {elem[0], to}
-        return _INT64 in pair and bool(pair & (_FLOATS | {_BOOL}))
-    return False
+SOC = "Ascend310P3"  # the chip of the cost model's figures: its AI CPU placements where a package names none
 
 
-def aicpu_nodes(graph: object, typed: dict, outer: frozenset = frozenset()) -> List[str]:
-    """Nodes of a shape-inferred ``graph`` (``typed``: :func:`_types` of it) that run on a 310P's AI CPU per
-    call, as ``op name``: those of the main graph not folded at build time, and of each ``If`` the branch with
-    more (which branch a call takes is not known here)."""
-    known = known_values(graph, typed, outer)
-    found: List[str] = []
+def aicpu_nodes(model: object, soc: str = SOC) -> List[str]:
+    """The nodes of ``model`` (an ONNX ModelProto, inputs at the call's shapes) on the AI CPU of ``soc`` (``op
+    name``): :func:`~..om.aicpu_ops.aicpu_nodes` (the 2022 op-info lists, correction 35; nodes ATC folds left out,
+    both branches of an ``If`` counted) and the operators :data:`~..om.atc_ops.AI_CPU` names (NonZero, Unique...)."""
+    placement = placed_on_aicpu(model, soc) or placed_on_aicpu(model, SOC)
+    found = [f"{issue.op} {issue.node}" for issue in placement.aicpu]
+    return found + [f"{node.op_type} {name}" for node, name in _nodes(model.graph) if node.op_type in AI_CPU]
+
+
+def _nodes(graph: object, where: str = "") -> Iterator[Tuple[object, str]]:
     for node in graph.node:
-        if node.output and all(o in known for o in node.output):
-            continue  # folded into a constant by GE
-        if _on_aicpu(node, typed, known):
-            found.append(f"{node.op_type} {node.name or '(unnamed)'}")
-        branches = [aicpu_nodes(a.g, typed, frozenset(known)) for a in node.attribute if a.HasField("g")]
-        found += max(branches, key=len, default=[])
-    return found
+        name = f"{where}{node.name or '(unnamed)'}"
+        yield node, name
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _nodes(attr.g, f"{name}/")
 
 
-def graph_profile(onnx_path: str, shapes: Dict[str, Tuple[int, ...]], dynamic: bool) -> GraphProfile:
+def graph_profile(
+    onnx_path: str, shapes: Dict[str, Tuple[int, ...]], dynamic: bool, soc: Optional[str] = None
+) -> GraphProfile:
     """The :class:`GraphProfile` of the ONNX at ``onnx_path`` with its inputs of ``shapes`` (a static or gear
-    OM's shapes; ``dynamic``: a dymshape OM, which GE runs on its dynamic executor whatever the graph)."""
+    OM's shapes; ``dynamic``: a dymshape OM, which GE runs on its dynamic executor whatever the graph) on the chip
+    ``soc`` (default :data:`SOC`)."""
     import onnx
 
     model = onnx.load(onnx_path, load_external_data=False)
@@ -330,7 +317,7 @@ def graph_profile(onnx_path: str, shapes: Dict[str, Tuple[int, ...]], dynamic: b
     known = known_values(model.graph, typed)
     why = "dymshape OM (unknown dims)" if dynamic else _value_shaped(model.graph, typed, known)
     ifs = sum(node.op_type == "If" for node in model.graph.node)
-    return GraphProfile(why, ifs, tuple(aicpu_nodes(model.graph, typed)))
+    return GraphProfile(why, ifs, tuple(aicpu_nodes(model, soc or SOC)))
 
 
 # ---- the C calls that keep the GIL ---------------------------------------------------------------------------
@@ -978,7 +965,8 @@ class SimulatedSession(InferSession):
         """The graph's :class:`GraphProfile`, read once, at the first call (a static OM's shapes are its)."""
         if self.graph is None:
             shapes = {name: tuple(a.shape) for name, a in feed.items()}
-            self.graph = graph_profile(self.onnx_path, shapes, self.built_mode == "dymshape")
+            soc = getattr(self.manifest, "soc_version", None)
+            self.graph = graph_profile(self.onnx_path, shapes, self.built_mode == "dymshape", soc)
             with _STATS_LOCK:
                 m = _MODELS[self._model]
                 m.update(hybrid=self.graph.hybrid, if_nodes=self.graph.if_nodes, aicpu_nodes=len(self.graph.aicpu))
