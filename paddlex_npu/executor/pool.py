@@ -17,7 +17,8 @@ the executor depend on (Ray Serve's replica implements it over a pipeline in its
   (a ``WorkerCrashed`` failure, :class:`~..errors.WorkerCrashedError`'s category); the other requests are not
   touched;
 - a worker whose input hit a device-fatal error (:class:`~..errors.DeviceLostError`) answers it and exits; it is
-  replaced on a fresh process like a crashed one;
+  replaced on a fresh process like a crashed one, and the input is retried on another worker as a crashed one's
+  is (the error is its answer only once the retries are spent);
 - replacements are limited by a :class:`RestartBudget` (so many per time window, not per lifetime): a pipeline
   that crashes on every start does not restart for ever, and one that crashes rarely lives for ever;
 - :attr:`WorkerPool.status` says whether every worker is loaded (readiness) and whether any is alive (liveness).
@@ -442,9 +443,11 @@ class WorkerPool:
                 self._last_error = w.ending = f"a replacement on npu:{w.device_id} could not load: {msg.cause}"
                 logger.error("a replacement worker on npu:%d could not load the pipeline:\n%s", w.device_id, msg.text)
             elif isinstance(msg, Done) and w.job is not None and msg.key == w.job.id:
-                job, w.job = w.job, None
                 if msg.cause is Cause.DEVICE_LOST:
                     w.ending = f"npu:{w.device_id} lost its device context ({msg.failure.message})"
+                    if self._can_retry(w.job):
+                        continue  # the worker exits: _dead puts its input back for a fresh worker, as for a crash
+                job, w.job = w.job, None
                 if not job.future.done():
                     job.future.set_result(Outcome.of(msg, w.pid, w.device_id, job.attempts))
         self._dead(w)

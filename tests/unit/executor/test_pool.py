@@ -333,14 +333,23 @@ def test_the_supervisor_is_a_daemon_thread_that_close_ends():
     assert not supervisor.is_alive()
 
 
-def test_a_lost_device_is_answered_and_its_worker_replaced_on_a_fresh_pid():
+def test_a_lost_device_is_answered_after_its_retry_and_its_worker_replaced_on_a_fresh_pid():
     with running() as pool:
         out = answer(pool, "lost")
-        assert out.cause is Cause.DEVICE_LOST and out.failure.type == "DeviceLostError"
+        assert out.cause is Cause.DEVICE_LOST and out.failure.type == "DeviceLostError" and out.attempts == 2
         assert out.failure.category == "device_lost" and out.failure.device_lost
         fresh = answer(pool, "pid").results[0]
-        assert fresh != out.pid and gone(out.pid) and pool.counters.crashed == 1
-        assert "lost its device context" in pool.status.last_error and pool.status.restarts == 1
+        assert fresh != out.pid and gone(out.pid) and pool.counters.crashed == 2 and pool.counters.retried == 1
+        assert "lost its device context" in pool.status.last_error and pool.status.restarts == 2
+
+
+def test_the_input_that_met_a_lost_device_is_retried_on_a_fresh_worker(tmp_path):
+    with running() as pool:
+        first = answer(pool, "pid").results[0]
+        out = answer(pool, f"lost-once:{tmp_path / 'lost'}")
+        assert out.ok and out.results == ["again"] and out.attempts == 2 and out.pid != first, out
+        assert pool.counters.retried == 1 and pool.counters.crashed == 1
+        assert "lost its device context" in pool.status.last_error
 
 
 def test_a_pipeline_that_cannot_load_stops_the_start_with_its_error():

@@ -59,6 +59,11 @@ def _misbehave(kind: str, path: str) -> Any:
         raise DeviceLostError("the device context is lost (test)")
     if kind == "die":
         os._exit(3)
+    if kind == "lost-once":
+        if not os.path.exists(path):
+            Path(path).touch()
+            raise DeviceLostError("the device context is lost (test, once)")
+        return "again"
     if kind == "unsendable":
         return lambda: None
     if kind == "die-once":
