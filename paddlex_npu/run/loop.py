@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from ..errors import InputShapeError
+from ..errors import ConfigError, InputShapeError
 from ..om.loop_split import SCALAR_SUFFIX, LoopSpec
 
 Part = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
@@ -67,6 +67,19 @@ def run_split(
     return tail({n: env[n] for n in spec.tail_inputs})
 
 
+def recorded_outputs(runner: Any) -> List[str]:
+    """A part's outputs by position, named as ``convert`` recorded them in its manifest (the ONNX names the loop
+    spec uses). A built OM names its outputs ``"<node>:<index>:<tensor>"`` (correction 32), so the host loop never
+    looks an output up by the name the session reports."""
+    names = list(runner.manifest.outputs)
+    if len(names) != len(runner.output_names):
+        raise ConfigError(
+            f"{runner.name}: the manifest records {len(names)} outputs, the OM has {len(runner.output_names)}: a part "
+            "of a split model needs the output names `paddlex-npu convert` records; rebuild the package"
+        )
+    return names
+
+
 class LoopDriver:
     """A split model behind one runner: ``encoder``, ``step`` and ``tail`` are the OM runners of its three
     packages (each call one ``InferSession.infer``). The parts are built for batch 1: a batch runs one image at a
@@ -78,6 +91,8 @@ class LoopDriver:
 
     @staticmethod
     def _named(runner: Any) -> Part:
+        names = recorded_outputs(runner)
+
         def run(feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             shapes = [spec.shape for spec in runner.manifest.inputs]
             # no copy of a value already in the input's dtype and C order (the last step's output)
@@ -85,7 +100,7 @@ class LoopDriver:
                 _as_shape(np.asarray(feeds[n.removesuffix(SCALAR_SUFFIX)], dtype=dt, order="C"), fixed(shape))
                 for n, dt, shape in zip(runner.input_names, runner.input_dtypes, shapes)
             ]
-            return dict(zip(runner.output_names, runner.infer(arrays)))
+            return dict(zip(names, runner.infer(arrays)))
 
         return run
 
@@ -93,24 +108,25 @@ class LoopDriver:
         self, feeds: List[np.ndarray], encode: Callable[[List[np.ndarray]], List[np.ndarray]]
     ) -> List[np.ndarray]:
         names = self.encoder.input_names
+        encoded, tail_names = recorded_outputs(self.encoder), recorded_outputs(self.tail)
 
         def enc(named: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
-            return dict(zip(self.encoder.output_names, encode([named[n] for n in names])))
+            return dict(zip(encoded, encode([named[n] for n in names])))
 
         items = []
         for k in range(len(feeds[0])):
             one = {n: f[k : k + 1] for n, f in zip(names, feeds)}
             first = self._named(self.first) if self.first is not None else None
             out = run_split(self.spec, enc, self._named(self.step), self._named(self.tail), one, first)
-            items.append([out[n] for n in self.tail.output_names])
+            items.append([out[n] for n in tail_names])
         if len(items) > 1:
-            odd = [n for n, a in zip(self.tail.output_names, items[0]) if a.ndim == 0 or a.shape[0] != 1]
+            odd = [n for n, a in zip(tail_names, items[0]) if a.ndim == 0 or a.shape[0] != 1]
             if odd:
                 raise InputShapeError(
                     f"{self.encoder.name}: a batch of {len(items)} runs one input at a time through the split model, "
                     f"but its outputs {odd} are not one row per input: give one input at a time (batch_size 1)"
                 )
-        return [_stack([item[j] for item in items]) for j in range(len(self.tail.output_names))]
+        return [_stack([item[j] for item in items]) for j in range(len(tail_names))]
 
     def close(self) -> None:
         for part in (self.step, self.tail, self.first):
