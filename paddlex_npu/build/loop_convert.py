@@ -80,16 +80,26 @@ def _declare(values: Any, seen: Shapes, open_dims: bool = False) -> None:
                 dim.dim_value = d
 
 
-def sample_shapes(sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray]) -> Tuple[Shapes, Shapes]:
+def sample_shapes(
+    sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray], step_feeds: Optional[List[Dict[str, Any]]] = None
+) -> Tuple[Shapes, Shapes]:
     """Every part's input and output shapes on ``feeds`` (the step's on its last call) and the first step call's;
-    the split's outputs checked against the whole model's."""
+    the split's outputs checked against the whole model's. ``step_feeds``: gets the inputs of every step call
+    after the first."""
     seen: Shapes = {}
     step = _ort(sg.step)
+    if step_feeds is not None:
+        plain = step
+
+        def step(f: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+            step_feeds.append({k: np.array(v) for k, v in f.items()})
+            return plain(f)
+
     # the step's outputs are its steady shapes (its 1st call's inputs may carry paddle2onnx's placeholders)
     steps: Shapes = {}
     firsts: Shapes = {}
     parts = (_recording(_ort(sg.encoder), seen), _recording(step, steps, False), _recording(_ort(sg.tail), seen))
-    out = run_split(sg.spec, *parts, feeds, first=_recording(step, firsts))
+    out = run_split(sg.spec, *parts, feeds, first=_recording(plain if step_feeds is not None else step, firsts))
     if not firsts:
         raise ConvertError(
             f"the sample input ran no step of the model's Loop {sg.spec.node}, so the step's shapes are unknown: "
@@ -233,6 +243,29 @@ def reserved_bytes(model: Any, dims: List[List[int]]) -> Dict[str, int]:
     return {"inputs": nbytes(model.graph.input, ins), "outputs": nbytes(model.graph.output, dims)}
 
 
+UNROLL = 16  # decoder steps per device call when the step can be made static-shaped (om/step_unroll.py)
+
+
+def _unrolled(sg: SplitGraphs, spec: LoopSpec, seen: Shapes, step_feeds: List[Dict[str, Any]]) -> Tuple[Any, str]:
+    """``sg.step`` replaced by :data:`UNROLL` static-shaped steps per call where :func:`..om.step_static.static_step`
+    shows the static step exact on every sampled step (and no scan output needs a row per step); the spec and a
+    note."""
+    from ..om.step_static import static_step
+    from ..om.step_unroll import REMAINING, STEPS_RUN, unroll
+
+    samples = [{k: v.reshape(seen[k][0]) if k in seen else v for k, v in f.items()} for f in step_feeds]
+    if spec.scans or not samples:
+        return spec, "the decoder step stays one device call per step (it stacks a value per step)"
+    static, why = static_step(sg.step, samples)
+    if static is None:
+        return spec, f"the decoder step stays one device call per step: {why}"
+    sg.step = unroll(static, spec, UNROLL)
+    seen[REMAINING] = ([], np.dtype(np.int64))
+    seen[STEPS_RUN] = ([1], np.dtype(np.int64))
+    note = f"the decoder step {why}, {UNROLL} steps per device call with the stop condition in the graph"
+    return spec.model_copy(update={"unroll": UNROLL}), note
+
+
 def split_parts(
     onnx_path: Path, work: Path, input_shapes: Dict[str, List[int]], soc: str, precision: str
 ) -> Tuple[List[Part], LoopSpec, List[str]]:
@@ -250,7 +283,8 @@ def split_parts(
     whole = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feeds = {i.name: rng.random(input_shapes[i.name], dtype=np.float32) for i in whole.get_inputs()}
-    seen, firsts = sample_shapes(sg, whole, feeds)
+    step_feeds: List[Dict[str, Any]] = []
+    seen, firsts = sample_shapes(sg, whole, feeds, step_feeds)
     spec = _steady(sg, seen)
     first = None
     if _needs_first(spec, seen, firsts):
@@ -263,6 +297,7 @@ def split_parts(
     _declare(sg.encoder.graph.output, seen)
     _declare(sg.step.graph.input, seen)
     _declare(sg.step.graph.output, seen)
+    spec, unroll_note = _unrolled(sg, spec, seen, step_feeds)
     _declare(sg.tail.graph.input, seen)
     _declare(sg.tail.graph.output, seen, open_dims=True)
     scanned = {result: spec.max_steps or -1 for _, result in spec.scans}
@@ -287,7 +322,7 @@ def split_parts(
     notes = [
         f"the model's Loop {spec.node} (a data-dependent decoder, up to {spec.max_steps or 'unbounded'} steps) "
         "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), "
-        f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host: one device call per "
-        "decoded step",
+        f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host",
+        unroll_note,
     ]
     return parts, spec, notes

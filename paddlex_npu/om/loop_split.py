@@ -52,6 +52,7 @@ class LoopSpec(BaseModel):
     node: str  # the Loop node of the original graph
     trip_count: Optional[str] = None  # encoder output with M (None: no limit but the condition)
     max_steps: Optional[int] = None  # M when it is a constant of the graph
+    unroll: int = 1  # decoder steps per call of the step package (om/step_unroll.py: the condition in the graph)
     cond_init: Optional[str] = None  # encoder output with the first condition (None: true)
     iter_input: str
     cond_input: str

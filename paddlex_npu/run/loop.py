@@ -1,7 +1,8 @@
 """The host loop of a split model (:mod:`paddlex_npu.om.loop_split`): the encoder once, the decoder step until its
 condition is false or the trip count is reached, the tail once. Each part is a callable from named arrays to named
 arrays (an OM runner on the route, ONNX Runtime when ``convert`` samples the shapes); every call is one device
-call, so a 500-step decode is 502 launches."""
+call: a 500-step decode is 502 launches, or, with a step package that runs ``spec.unroll`` steps per call
+(:mod:`paddlex_npu.om.step_unroll`), about ``500 / unroll`` + 3."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import numpy as np
 
 from ..errors import ConfigError, InputShapeError
 from ..om.loop_split import SCALAR_SUFFIX, LoopSpec
+from ..om.step_unroll import REMAINING, STEPS_RUN
+
+UNBOUNDED = 2**62  # REMAINING when the Loop has no trip count
 
 Part = Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
 
@@ -51,6 +55,9 @@ def run_split(
     while cond and (limit is None or i < limit):
         feeds = {spec.iter_input: np.array(i, dtype=np.int64), spec.cond_input: cond_value, **values}
         feeds.update({n: env[n] for n in spec.outer})
+        many = spec.unroll > 1 and not (i == 0 and first is not None)
+        if many:  # up to spec.unroll steps in one call, the condition checked in the graph (om/step_unroll.py)
+            feeds[REMAINING] = np.array(UNBOUNDED if limit is None else limit - i, dtype=np.int64)
         out = (first if i == 0 and first is not None else step)(feeds)
         cond_value = _as_shape(out[spec.cond_output], spec.cond_shape)
         cond = bool(np.asarray(cond_value).reshape(-1)[0])
@@ -59,7 +66,10 @@ def run_split(
                 values[c.input] = _as_shape(out[c.output], c.shape)
         for s in scans:
             scans[s].append(out[s])
-        i += 1
+        ran = int(out[STEPS_RUN].reshape(-1)[0]) if many else 1
+        if ran < 1:
+            break  # no copy ran: the trip count or the condition stopped it before this call
+        i += ran
     for c in spec.carried:
         env[c.result] = values[c.input]
     for s, result in spec.scans:
