@@ -243,15 +243,16 @@ def reserved_bytes(model: Any, dims: List[List[int]]) -> Dict[str, int]:
     return {"inputs": nbytes(model.graph.input, ins), "outputs": nbytes(model.graph.output, dims)}
 
 
-UNROLL = 16  # decoder steps per device call when the step can be made static-shaped (om/step_unroll.py)
+UNROLL = 16  # decoder steps per device call when the step can be made static-shaped (build/step_unroll.py)
 
 
 def _unrolled(sg: SplitGraphs, spec: LoopSpec, seen: Shapes, step_feeds: List[Dict[str, Any]]) -> Tuple[Any, str]:
-    """``sg.step`` replaced by :data:`UNROLL` static-shaped steps per call where :func:`..om.step_static.static_step`
+    """``sg.step`` replaced by :data:`UNROLL` static-shaped steps per call where :func:`.step_static.static_step`
     shows the static step exact on every sampled step (and no scan output needs a row per step); the spec and a
     note."""
-    from ..om.step_static import static_step
-    from ..om.step_unroll import REMAINING, STEPS_RUN, unroll
+    from ..om.loop_split import REMAINING, STEPS_RUN
+    from .step_static import static_step
+    from .step_unroll import unroll
 
     samples = [{k: v.reshape(seen[k][0]) if k in seen else v for k, v in f.items()} for f in step_feeds]
     if spec.scans or not samples:

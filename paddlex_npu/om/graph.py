@@ -122,5 +122,5 @@ def ge_output_dims(proto: Any, shapes: Sequence[Sequence[int]]) -> Optional[List
         if not t.HasField("shape"):
             out.append(list(UNKNOWN_RANK))
         else:
-            out.append([d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in t.shape.dim])
+            out.append([d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim])
     return out

@@ -2,7 +2,7 @@
 condition is false or the trip count is reached, the tail once. Each part is a callable from named arrays to named
 arrays (an OM runner on the route, ONNX Runtime when ``convert`` samples the shapes); every call is one device
 call: a 500-step decode is 502 launches, or, with a step package that runs ``spec.unroll`` steps per call
-(:mod:`paddlex_npu.om.step_unroll`), about ``500 / unroll`` + 3."""
+(:mod:`paddlex_npu.build.step_unroll`), about ``500 / unroll`` + 3."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 from ..errors import ConfigError, InputShapeError
-from ..om.loop_split import SCALAR_SUFFIX, LoopSpec
-from ..om.step_unroll import REMAINING, STEPS_RUN
+from ..om.loop_split import REMAINING, SCALAR_SUFFIX, STEPS_RUN, LoopSpec
 
 UNBOUNDED = 2**62  # REMAINING when the Loop has no trip count
 
@@ -56,7 +55,7 @@ def run_split(
         feeds = {spec.iter_input: np.array(i, dtype=np.int64), spec.cond_input: cond_value, **values}
         feeds.update({n: env[n] for n in spec.outer})
         many = spec.unroll > 1 and not (i == 0 and first is not None)
-        if many:  # up to spec.unroll steps in one call, the condition checked in the graph (om/step_unroll.py)
+        if many:  # up to spec.unroll steps in one call, the condition checked in the graph (build/step_unroll.py)
             feeds[REMAINING] = np.array(UNBOUNDED if limit is None else limit - i, dtype=np.int64)
         out = (first if i == 0 and first is not None else step)(feeds)
         cond_value = _as_shape(out[spec.cond_output], spec.cond_shape)

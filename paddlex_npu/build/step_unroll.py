@@ -16,10 +16,7 @@ from typing import Any, Dict, List
 
 import numpy as np
 
-from .loop_split import LoopSpec
-
-STEPS_RUN = "steps_run"  # output: how many of the k copies ran (int64 [1])
-REMAINING = "remaining_steps"  # input: how many more steps the trip count allows (int64, 0-d)
+from ..om.loop_split import REMAINING, STEPS_RUN, LoopSpec
 
 
 def _copy_nodes(graph: Any, nodes: List[Any], j: int, inputs: Dict[str, str]) -> Dict[str, str]:
