@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -80,16 +80,26 @@ def _declare(values: Any, seen: Shapes, open_dims: bool = False) -> None:
                 dim.dim_value = d
 
 
-def sample_shapes(sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray]) -> Tuple[Shapes, Shapes]:
+def sample_shapes(
+    sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray], step_feeds: Optional[List[Dict[str, Any]]] = None
+) -> Tuple[Shapes, Shapes]:
     """Every part's input and output shapes on ``feeds`` (the step's on its last call) and the first step call's;
-    the split's outputs checked against the whole model's."""
+    the split's outputs checked against the whole model's. ``step_feeds``: gets the inputs of every step call
+    after the first."""
     seen: Shapes = {}
     step = _ort(sg.step)
+    if step_feeds is not None:
+        plain = step
+
+        def step(f: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+            step_feeds.append({k: np.array(v) for k, v in f.items()})
+            return plain(f)
+
     # the step's outputs are its steady shapes (its 1st call's inputs may carry paddle2onnx's placeholders)
     steps: Shapes = {}
     firsts: Shapes = {}
     parts = (_recording(_ort(sg.encoder), seen), _recording(step, steps, False), _recording(_ort(sg.tail), seen))
-    out = run_split(sg.spec, *parts, feeds, first=_recording(step, firsts))
+    out = run_split(sg.spec, *parts, feeds, first=_recording(plain if step_feeds is not None else step, firsts))
     if not firsts:
         raise ConvertError(
             f"the sample input ran no step of the model's Loop {sg.spec.node}, so the step's shapes are unknown: "
@@ -158,12 +168,103 @@ def _manifest(
     return man.model_copy(update={"soc_version": soc, "precision": precision, "onnx_sha256": mf.sha256(path)})
 
 
-def _declared_dims(proto: Any) -> List[List[Any]]:
-    """The tail's output dims: the whole model's declared ones (a number where it has one, else bounded by
-    ``data_dependent_max``: the decoded steps)."""
-    return [
-        [d.dim_value if d.dim_value > 0 else None for d in o.type.tensor_type.shape.dim] for o in proto.graph.output
-    ]
+def _rename_reads(graph: Any, old: str, new: str) -> None:
+    """Every read of ``old`` in ``graph`` and its subgraphs (an ``If`` branch reads outer values by name)."""
+    for node in graph.node:
+        for j, name in enumerate(node.input):
+            if name == old:
+                node.input[j] = new
+        for a in node.attribute:
+            if a.HasField("g"):
+                _rename_reads(a.g, old, new)
+
+
+def pin_outputs(model: Any, seen: Shapes) -> None:
+    """End each output of a static part in a ``Reshape`` to the shape the sample run gave it, so that GE, which
+    infers every shape itself and ignores ONNX's annotations (correction 33: an ``If`` whose branches differ in
+    rank merges to an unknown rank; ``ConstantOfShape`` of a computed shape is not known before it runs), types
+    every output of the OM from a constant."""
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    producers = {o: node for node in graph.node for o in node.output}
+    for out in graph.output:
+        node = producers.get(out.name)
+        if node is None or out.name not in seen:
+            continue  # an input or a weight passed through: its shape is known
+        inner, shape = out.name + "__unpinned", out.name + "__pinned_shape"
+        node.output[list(node.output).index(out.name)] = inner
+        _rename_reads(graph, out.name, inner)
+        graph.initializer.append(numpy_helper.from_array(np.array(seen[out.name][0], np.int64), shape))
+        graph.node.append(helper.make_node("Reshape", [inner, shape], [out.name], name=out.name + "__pin"))
+
+
+def tail_bounds(proto: Any, tail: Any, seen: Shapes, scanned: Dict[str, int]) -> List[List[Optional[int]]]:
+    """The tail's output dims at most: the whole model's declared dims where it has them, and an open dim ``j``
+    bounded by dim ``j`` of the values the tail reads, the carried buffers it slices (SLANet's ``[1, 501, 50]``
+    bounds ``[1, steps, 50]``) and the stacks over the steps (the trip count; None when unbounded: then
+    ``data_dependent_max`` bounds it)."""
+    reads = []
+    for v in tail.graph.input:
+        shape: List[Optional[int]] = list(seen.get(v.name, ([], None))[0])
+        if v.name in scanned:
+            shape[0] = scanned[v.name] if scanned[v.name] > 0 else None
+        reads.append(shape)
+    dims: List[List[Optional[int]]] = []
+    for o in proto.graph.output:
+        declared = [d.dim_value if d.dim_value > 0 else None for d in o.type.tensor_type.shape.dim]
+        bound = [d if d is not None else _largest([r[j] for r in reads if len(r) > j]) for j, d in enumerate(declared)]
+        sampled = seen.get(o.name, (bound, None))[0]
+        if len(sampled) != len(bound) or any(b is not None and s > b for s, b in zip(sampled, bound)):
+            raise ConvertError(
+                f"the split model's output {o.name} has shape {sampled} on the sample input, beyond the bound "
+                f"{bound} taken from the values its tail reads: convert cannot bound its device buffer"
+            )
+        dims.append(bound)
+    return dims
+
+
+def _largest(dims: List[Optional[int]]) -> Optional[int]:
+    return None if not dims or any(d is None for d in dims) else max(dims)  # type: ignore[type-var]
+
+
+def reserved_bytes(model: Any, dims: List[List[int]]) -> Dict[str, int]:
+    """The device memory one call of a part allocates (ais_bench mallocs every input and every output buffer per
+    call, correction 34): input bytes at the part's shapes, output bytes at ``dims`` (static or bounded)."""
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    def nbytes(values: Any, shapes: List[List[int]]) -> int:
+        return sum(
+            int(np.prod(s, dtype=np.int64)) * np.dtype(tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)).itemsize
+            for v, s in zip(values, shapes)
+        )
+
+    ins = [[d.dim_value or 1 for d in v.type.tensor_type.shape.dim] for v in model.graph.input]
+    return {"inputs": nbytes(model.graph.input, ins), "outputs": nbytes(model.graph.output, dims)}
+
+
+UNROLL = 16  # decoder steps per device call when the step can be made static-shaped (build/step_unroll.py)
+
+
+def _unrolled(sg: SplitGraphs, spec: LoopSpec, seen: Shapes, step_feeds: List[Dict[str, Any]]) -> Tuple[Any, str]:
+    """``sg.step`` replaced by :data:`UNROLL` static-shaped steps per call where :func:`.step_static.static_step`
+    shows the static step exact on every sampled step (and no scan output needs a row per step); the spec and a
+    note."""
+    from ..om.loop_split import REMAINING, STEPS_RUN
+    from .step_static import static_step
+    from .step_unroll import unroll
+
+    samples = [{k: v.reshape(seen[k][0]) if k in seen else v for k, v in f.items()} for f in step_feeds]
+    if spec.scans or not samples:
+        return spec, "the decoder step stays one device call per step (it stacks a value per step)"
+    static, why = static_step(sg.step, samples)
+    if static is None:
+        return spec, f"the decoder step stays one device call per step: {why}"
+    sg.step = unroll(static, spec, UNROLL)
+    seen[REMAINING] = ([], np.dtype(np.int64))
+    seen[STEPS_RUN] = ([1], np.dtype(np.int64))
+    note = f"the decoder step {why}, {UNROLL} steps per device call with the stop condition in the graph"
+    return spec.model_copy(update={"unroll": UNROLL}), note
 
 
 def split_parts(
@@ -183,7 +284,8 @@ def split_parts(
     whole = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
     feeds = {i.name: rng.random(input_shapes[i.name], dtype=np.float32) for i in whole.get_inputs()}
-    seen, firsts = sample_shapes(sg, whole, feeds)
+    step_feeds: List[Dict[str, Any]] = []
+    seen, firsts = sample_shapes(sg, whole, feeds, step_feeds)
     spec = _steady(sg, seen)
     first = None
     if _needs_first(spec, seen, firsts):
@@ -196,6 +298,7 @@ def split_parts(
     _declare(sg.encoder.graph.output, seen)
     _declare(sg.step.graph.input, seen)
     _declare(sg.step.graph.output, seen)
+    spec, unroll_note = _unrolled(sg, spec, seen, step_feeds)
     _declare(sg.tail.graph.input, seen)
     _declare(sg.tail.graph.output, seen, open_dims=True)
     scanned = {result: spec.max_steps or -1 for _, result in spec.scans}
@@ -208,15 +311,19 @@ def split_parts(
         path = work / folder / "inference.onnx"
         path.parent.mkdir(parents=True, exist_ok=True)
         vector_scalars(model)
-        onnx.save(model, str(path))
         dd = [o.name for o in model.graph.output] if folder == "tail" else []
+        if not dd:
+            pin_outputs(model, seen)
+        onnx.save(model, str(path))
         man = _manifest(model, dd, soc, precision, path, scanned if folder == "tail" else {})
-        dims = _declared_dims(proto) if dd else derive_file(path, dd)
-        parts.append(Part(folder, path, man.model_copy(update={"output_dims": dims})))
+        dims = tail_bounds(proto, model, seen, scanned) if dd else derive_file(path, dd)
+        shapes = [[d or 1 for d in ds] for ds in dims] if dd else [seen[o.name][0] for o in model.graph.output]
+        update = {"output_dims": dims, "reserved": reserved_bytes(model, shapes)}
+        parts.append(Part(folder, path, man.model_copy(update=update)))
     notes = [
         f"the model's Loop {spec.node} (a data-dependent decoder, up to {spec.max_steps or 'unbounded'} steps) "
         "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), "
-        f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host: one device call per "
-        "decoded step",
+        f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host",
+        unroll_note,
     ]
     return parts, spec, notes

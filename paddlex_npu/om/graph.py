@@ -72,3 +72,55 @@ def output_dims(proto: Any, shapes: Sequence[Sequence[int]], output_names: Seque
         [d.dim_value if d.HasField("dim_value") else 0 for d in by_name[n].shape.dim] if n in by_name else [0]
         for n in output_names
     ]
+
+
+def ge_output_names(proto: Any) -> List[str]:
+    """The output names a built OM reports (``aclmdlGetOutputNameByIndex``): GE names each output
+    ``"<producer node>:<output index>:<tensor name>"`` (hicann/ge ``compiler/graph/passes/feature/net_output_pass.cc``
+    ``TryToSetOutputNodeName``, correction 32). An unnamed ONNX node is named here by its type and position (GE's
+    parser names it otherwise: only the position and the tensor name are to be relied on)."""
+    producers: Dict[str, str] = {}
+    for i, node in enumerate(proto.graph.node):
+        for k, out in enumerate(node.output):
+            producers[out] = f"{node.name or f'{node.op_type}_{i}'}:{k}"
+    return [f"{producers.get(o.name, o.name + ':0')}:{o.name}" for o in proto.graph.output]
+
+
+UNKNOWN_RANK = [-2]  # GE's UNKNOWN_RANK shape, as ACL reports it for an output whose rank is not known
+
+
+def ge_output_dims(proto: Any, shapes: Sequence[Sequence[int]]) -> Optional[List[List[int]]]:
+    """Output dims as GE infers them for inputs of ``shapes`` (-1: a dim not known), from the graph alone: the
+    declared shapes of the graph's outputs and intermediate values are dropped first, since GE infers every
+    shape itself and ignores ONNX's annotations (correction 33). An output whose rank is not known (an ``If``
+    whose branches return different ranks merges to UNKNOWN_RANK, ``docs/en/design/features/infer_shape.md``)
+    is :data:`UNKNOWN_RANK`. None when the inference gives up on the graph."""
+    onnx = require("onnx", "ONNX shape inference")
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    del model.graph.value_info[:]
+    for o in model.graph.output:
+        o.type.tensor_type.ClearField("shape")
+    for node, shape in zip(model.graph.input, shapes):
+        for j, (d, v) in enumerate(zip(node.type.tensor_type.shape.dim, shape)):
+            d.Clear()
+            if int(v) > 0:
+                d.dim_value = int(v)
+            else:
+                d.dim_param = f"{node.name}_{j}"
+    inputs = {v.name: v for v in model.graph.input}
+    for o in model.graph.output:  # an input passed straight through: GE's Data node has its shape
+        if o.name in inputs:
+            o.type.tensor_type.shape.CopyFrom(inputs[o.name].type.tensor_type.shape)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True).graph.output
+    except Exception:  # noqa: BLE001 - shape inference gives up on some graphs: nothing known
+        return None
+    out: List[List[int]] = []
+    for o in inferred:
+        t = o.type.tensor_type
+        if not t.HasField("shape"):
+            out.append(list(UNKNOWN_RANK))
+        else:
+            out.append([d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim])
+    return out

@@ -52,6 +52,7 @@ class LoopSpec(BaseModel):
     node: str  # the Loop node of the original graph
     trip_count: Optional[str] = None  # encoder output with M (None: no limit but the condition)
     max_steps: Optional[int] = None  # M when it is a constant of the graph
+    unroll: int = 1  # decoder steps per call of the step package (build/step_unroll.py: the condition in the graph)
     cond_init: Optional[str] = None  # encoder output with the first condition (None: true)
     iter_input: str
     cond_input: str
@@ -62,6 +63,11 @@ class LoopSpec(BaseModel):
     outer: List[str] = []  # values of the main graph the body reads by name: encoder outputs, step inputs
     tail_inputs: List[str]  # names from the encoder's outputs and the Loop's results
 
+
+# A step package that runs several steps per call (build/step_unroll.py) takes how many more steps the trip count
+# allows and returns how many of its copies ran.
+REMAINING = "remaining_steps"  # input, int64 0-d
+STEPS_RUN = "steps_run"  # output, int64 [1]
 
 # A part's 0-d input is fed as [1] under this suffixed name and reshaped to a scalar in the graph: ais_bench's
 # dymshape string and ATC's --input_shape have no syntax for a 0-d input.

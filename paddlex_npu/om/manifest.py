@@ -171,6 +171,8 @@ class OMManifest(BaseModel):
     reduction: Optional[OutputReduction] = None
     normalisation: Optional[InputNormalisation] = None
     loop: Optional[LoopSpec] = None  # a model split around its Loop: this OM is the encoder (om/loop_split.py)
+    # device memory one call allocates, bytes: {"inputs": ..., "outputs": ...} (ais_bench mallocs both per call)
+    reserved: Optional[Dict[str, int]] = None
 
     @model_validator(mode="after")
     def _check(self) -> OMManifest:

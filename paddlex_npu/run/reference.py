@@ -9,8 +9,10 @@ and here, so a mistake that would fail on the device fails here too.
 As on the device, a failing device-side check raises ``RuntimeError("[-1][ACL: general failure] ")`` and prints
 its detail to stdout (ais_bench's ``ERROR_LOG``); the Python-side checks of ais_bench's ``interface.py`` keep
 their own texts. Known, documented differences from a real OM:
-- output descriptor names are the ONNX names (an OM reports ``"<op>:<index>:<name>"``); their format is 0, as
-  ais_bench's own ``add_model`` OM reports (``test_get_inputs_outputs.py``);
+- output descriptors are named as GE names a built OM's outputs (``"<node>:<index>:<tensor>"``, correction 32) and
+  shaped as GE infers them from the graph (-1 where it cannot tell, ``[-2]`` for an unknown rank; correction 33),
+  not by the ONNX's annotations; their format is 0, as ais_bench's own ``add_model`` OM reports
+  (``test_get_inputs_outputs.py``);
 - ``size``/``realsize`` follow the CANN rules for static and range (``dymshape``) models.
 The full table is in ``docs/runtimes.md``; ais_bench's own test cases run against this class in
 ``tests/unit/om/test_upstream_aclruntime.py``.
@@ -143,7 +145,8 @@ class InferSession:
 
     @property
     def outputs_names(self) -> List[str]:
-        return self._om.output_names
+        """As ais_bench's ``interface.py``: the descriptors' names (GE's ``"<node>:<index>:<tensor>"``)."""
+        return [d.name for d in self.get_outputs()]
 
     def get_max_dym_batchsize(self) -> int:
         return max(g[0] for g in self.manifest.gears) if self.built_mode == "dymbatch" else 0
@@ -371,7 +374,7 @@ class InferSession:
                 f"output {i} ({desc.name}) needs {out.nbytes} bytes, larger than the {reserved} "
                 "bytes reserved (custom_sizes)"
             )
-        if self._dyn_type == "dymshape" or desc.name not in self._om.data_dependent:
+        if self._dyn_type == "dymshape" or self._om.output_names[i] not in self._om.data_dependent:
             return np.ascontiguousarray(out)
         flat = np.zeros(reserved // out.dtype.itemsize, out.dtype)  # the device leaves the rest undefined
         flat[: out.size] = out.reshape(-1)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..deps import require
 from ..errors import ConfigError, RuntimeUnavailableError, ShapeInferenceError
-from ..om.graph import data_dependent_outputs, load_graph, output_dims
+from ..om.graph import data_dependent_outputs, ge_output_dims, ge_output_names, load_graph, output_dims
 from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 
@@ -89,6 +89,7 @@ class ReferenceOM:
         self.input_descs = [self._input_desc(i, n, onnx_shapes[i]) for i, n in enumerate(nodes)]
         self.output_names = [o.name for o in self.ort.get_outputs()]
         self._output_descs: Optional[List[tensor_desc]] = None
+        self._ge_inferred = True  # False: GE-like shape inference gave up on the graph (see _ge_dims)
         self._gear_outputs = self._check_gears()
 
     def _mismatch(self, detail: str) -> ConfigError:
@@ -134,9 +135,7 @@ class ReferenceOM:
 
     def _infer_dims(self, shapes: List[List[int]]) -> Optional[List[List[int]]]:
         """Output dims (0: unknown) for inputs of ``shapes`` (:func:`..om.graph.output_dims`)."""
-        if self._proto is None:
-            self._proto = load_graph(self.onnx_path)
-        return output_dims(self._proto, shapes, self.output_names)
+        return output_dims(self._graph(), shapes, self.output_names)
 
     def _input_desc(self, index: int, node: Any, onnx_dims: List[int]) -> tensor_desc:
         dims = list(self.manifest.inputs[index].shape)
@@ -147,31 +146,53 @@ class ReferenceOM:
         return tensor_desc(node.name, dt, 0, dims, size, size)
 
     def output_descs(self) -> List[tensor_desc]:
+        """The outputs as ACL describes a built OM's: named as GE names them, dims as GE infers them from the
+        graph (not ONNX's annotations: -1 where inference cannot tell, ``[-2]`` for an unknown rank), sizes as
+        ACL reports them (0 where a dim is not known)."""
         if self._output_descs is None:
             sizes = [0] * len(self.output_names)
-            dims = [_dims(node.shape) for node in self.ort.get_outputs()]
+            dims = self._ge_dims()
             if self.mode == "static":
                 dims, sizes = self._static_outputs(dims)
             elif self.gears:
                 largest = max(range(len(self.gears)), key=lambda k: sum(math.prod(s) for s in self.gears[k]))
                 sizes = self._bytes(self._gear_outputs[largest])
             self._output_descs = [
-                tensor_desc(node.name, ONNX_TYPES[node.type], 0, d, size, size)  # format 0, as an OM reports
-                for node, d, size in zip(self.ort.get_outputs(), dims, sizes)
+                tensor_desc(name, ONNX_TYPES[node.type], 0, d, size, size)  # format 0, as an OM reports
+                for name, node, d, size in zip(self.ge_names(), self.ort.get_outputs(), dims, sizes)
             ]
         return self._output_descs
 
+    def ge_names(self) -> List[str]:
+        """The outputs' names on a built OM: ``"<node>:<index>:<tensor>"`` (correction 32)."""
+        return ge_output_names(self._graph())
+
+    def _graph(self) -> Any:
+        if self._proto is None:
+            self._proto = load_graph(self.onnx_path)
+        return self._proto
+
+    def _ge_dims(self) -> List[List[int]]:
+        """A static OM's output dims as GE infers them at its one shape (:func:`ge_output_dims`): an output GE
+        cannot type from the graph is reported open, as ACL would. Gear and dymshape OMs, and graphs the
+        inference gives up on, keep the ONNX's declared dims (ONNX's inference with symbolic dims loses ranks
+        that GE, folding the shape arithmetic, keeps: PP-OCR's recognition head)."""
+        declared = [_dims(node.shape) for node in self.ort.get_outputs()]
+        if self.mode != "static":
+            return declared
+        inferred = ge_output_dims(self._graph(), self.gears[0])
+        self._ge_inferred = inferred is not None
+        return declared if inferred is None else inferred
+
     def _static_outputs(self, dims: List[List[int]]) -> Tuple[List[List[int]], List[int]]:
-        """A static OM's outputs have the shapes ATC compiled, except data-dependent ones. Where shape inference
-        cannot tell them, the model runs once at the one static shape (within the memory budget checked at
-        load), as ATC does when it compiles."""
-        inferred = self._gear_outputs[0]
-        known = inferred is not None and all(
-            n in self.data_dependent or (i and all(v > 0 for v in i)) for n, i in zip(self.output_names, inferred)
-        )
-        if not known:
-            inferred = [list(o.shape) for o in self.run(self.zeros(self.gears[0]))]
-        fixed = [d if n in self.data_dependent else list(i) for n, d, i in zip(self.output_names, dims, inferred)]
+        """A static OM's outputs have the shapes GE inferred when it compiled: an output whose dims it cannot
+        tell stays open (-1, size 0), which the runner refuses for a static OM as ACL's descriptors would show
+        it. Only where the inference gives up on the whole graph (an operator onnx does not know, which GE may
+        know) does the model run once at the static shape, as the best stand-in for GE's own inference."""
+        if self._ge_inferred:
+            return dims, self._bytes(dims)
+        ran = [list(o.shape) for o in self.run(self.zeros(self.gears[0]))]
+        fixed = [d if n in self.data_dependent else r for n, d, r in zip(self.output_names, dims, ran)]
         return fixed, self._bytes(fixed)
 
     def _bytes(self, dims: Optional[List[List[int]]]) -> List[int]:

@@ -32,7 +32,7 @@ def test_bad_custom_sizes_are_refused_at_load(value, match):
 
 
 def test_custom_sizes_list_must_match_the_outputs(package):
-    with pytest.raises(ConfigError, match=r"3 sizes, the model has 2 outputs \(x_out, a_out\)"):
+    with pytest.raises(ConfigError, match=r"3 sizes, the model has 2 outputs \(Mul_0:0:x_out, Identity_1:0:a_out\)"):
         build_om_runner(package, runtime="reference", device_id=0, config=OMBackendConfig(custom_sizes=[1, 2, 3]))
 
 

@@ -57,7 +57,7 @@ def test_the_task_gear_rule_is_checked_before_a_session_opens(image):
 
 
 def test_outputs_of_another_rank_than_the_task_gives_are_refused_naming_them(image):
-    with pytest.raises(ConfigError, match=r"^m: output 0 \(y\) has rank 4 \(\[-1, 3, -1, -1\]\), text recognition"):
+    with pytest.raises(ConfigError, match=r"^m: output 0 \(Mul_0:0:y\) has rank 4 \(\[-1, 3, -1, -1\]\), text rec"):
         _load(image, task="TextRecPredictor", model_name="m")
 
 
@@ -66,7 +66,7 @@ def test_a_static_om_with_an_unfixed_output_is_refused_naming_the_model(tmp_path
 
     tiny_package(tmp_path, nonzero_model)
     static = {"mode": "static", "inputs": [{"name": "x", "shape": [1, 4]}]}
-    with pytest.raises(ConfigError, match=r"^m: this static OM has outputs \['idx'\] whose shape is not fixed"):
+    with pytest.raises(ConfigError, match=r"^m: this static OM has outputs \['NonZero_0:0:idx'\] whose shape"):
         _load(tmp_path, manifest=static, model_name="m")
 
 
