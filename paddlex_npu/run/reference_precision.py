@@ -58,6 +58,17 @@ def _round_weights(graph: Any, keep_only: Set[str]) -> int:
     return count
 
 
+def _round_constant(node: Any) -> None:
+    """A ``Constant`` node's float32 ``value`` rounded to float16 values (kept float32)."""
+    from onnx import TensorProto, numpy_helper
+
+    for attr in node.attribute:
+        if attr.name == "value" and attr.t.data_type == TensorProto.FLOAT:
+            values = numpy_helper.to_array(attr.t)
+            with np.errstate(over="ignore"):  # past 65504: inf, as the Cast to float16 it replaces gives
+                attr.t.CopyFrom(numpy_helper.from_array(values.astype(np.float16).astype(np.float32), attr.t.name))
+
+
 def fp16_storage(model: Any, keep: Iterable[str] = ()) -> Tuple[Any, int]:
     """``model`` (an ``onnx.ModelProto``, changed in place) with float16 storage as described in the module's
     docstring; returns it and the number of operators whose outputs are rounded."""
@@ -85,10 +96,13 @@ def fp16_storage(model: Any, keep: Iterable[str] = ()) -> Tuple[Any, int]:
         nodes.append(node)
         if node.name in keep:
             continue
+        if node.op_type == "Constant":  # a weight: stored in float16 in place, as an initializer (an empty
+            _round_constant(node)  # `scales` of Resize behind Casts would no longer read as absent)
+            continue
         outs = [o for o in node.output if o in floats]
         for o in outs:
             node.output[list(node.output).index(o)] = o + _SUFFIX
-            nodes += _round_node(node.name or o, o + _SUFFIX, o)
+            nodes += _round_node(o, o + _SUFFIX, o)  # named by the output: a Split has several
         rounded += bool(outs)
     del graph.node[:]
     graph.node.extend(nodes)

@@ -153,3 +153,35 @@ def test_selftest_cli_checks_the_named_package_and_writes_it_per_package(om_root
     (package,) = report["packages"]
     assert package["name"] == TABLE and package["kind"] == "table" and package["ok"]
     assert all(c["status"] == PASS for c in package["checks"]) and len(package["checks"]) == 11
+
+
+def test_the_device_path_of_the_table_checks_with_stand_ins(om_root, monkeypatch, tmp_path):
+    """run_selftest(runtime="ais_bench") on the table package without an NPU: ais_bench's InferSession stood in for
+    by the reference session (tests/cli/test_selftest_reference.py), pyACL by ReferenceAcl. Each part opened on
+    the "device", the loop against the route on the reference runtime at the package's fp16 precision."""
+    import types
+
+    from paddlex_npu.run import ais
+    from paddlex_npu.run.reference_acl import ReferenceAcl
+    from tests.cli.test_selftest_reference import _stand_in
+
+    root = tmp_path / "root"
+    shutil.copytree(om_root / TABLE, root / TABLE)
+    for part in ("", "first", "step", "tail"):
+        (root / TABLE / part / "inference.om").write_bytes(b"stand-in")  # the device path wants the OM file
+    interface = types.ModuleType("ais_bench.infer.interface")
+    interface.InferSession = _stand_in(False)
+    for name, module in (
+        ("ais_bench", types.ModuleType("ais_bench")),
+        ("ais_bench.infer", types.ModuleType("ais_bench.infer")),
+        ("ais_bench.infer.interface", interface),
+        ("acl", None),
+    ):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(ais, "PROCESS", ais._Process())
+    report = run_selftest(root, runtime="ais_bench", acl=ReferenceAcl("Ascend310P3"))
+    package, checks = _checks(report, TABLE)
+    assert package.ok, report.to_json()
+    looped = checks[f"loop {TABLE}: ais_bench vs reference"].data
+    assert looped["device_tokens"] == looped["reference_tokens"] and looped["rows"] == 4
+    assert 0 < looped["loc_max_abs"] <= pk.LOC_ATOL  # fp32 stand-in against the fp16 reference: close, not equal

@@ -85,3 +85,34 @@ def test_the_reference_session_runs_a_package_at_its_precision(tmp_path):
     assert kept.precision == "fp32"  # --precision fp32 (ATC origin): nothing rounded
     out16, out32 = as_built.infer([X])[1], plain.infer([X])[1]
     assert np.isinf(out16[0, 3]) and np.isfinite(out32).all()
+
+
+def test_an_empty_resize_scales_constant_and_a_split_s_outputs_stay_runnable():
+    """SLANet's encoder (paddle2onnx): Resize's `roi` and `scales` are empty float Constants beside `sizes` (rounded
+    behind Casts they no longer read as absent: ONNX Runtime refuses "sizes or scales, not both"), and a Split has
+    two float outputs (one Cast pair each, named apart). The fp16 model runs and equals the float16-rounded math."""
+    empty = helper.make_tensor("e", TensorProto.FLOAT, [0], [])
+    half = helper.make_tensor("h", TensorProto.FLOAT, [1], [1.0 + 2**-13])  # rounds to 1.0
+    nodes = [
+        helper.make_node("Constant", [], ["roi"], name="c_roi", value=empty),
+        helper.make_node("Constant", [], ["scales"], name="c_scales", value=empty),
+        helper.make_node("Constant", [], ["w"], name="c_w", value=half),
+        helper.make_node(
+            "Constant", [], ["sizes"], name="c_sizes", value=numpy_helper.from_array(np.array([1, 1, 2, 4], np.int64))
+        ),
+        helper.make_node("Resize", ["x", "roi", "scales", "sizes"], ["r"], name="resize", mode="nearest"),
+        helper.make_node("Split", ["r"], ["a", "b"], name="split", axis=2, num_outputs=2),
+        helper.make_node("Mul", ["a", "w"], ["y"], name="mul"),
+        helper.make_node("Add", ["y", "b"], ["z"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 1, 1, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = np.array([[[[0.5, 0.25]]]], np.float32)
+    fp16, _ = rp.fp16_storage(model)
+    (got,) = _run(fp16, x)
+    np.testing.assert_array_equal(got, np.repeat(x, 2, axis=-1) * 2)  # w is 1.0 in float16: a + b = 2 * x
