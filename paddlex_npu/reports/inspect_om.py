@@ -4,7 +4,7 @@ is and what to do (a PaddleX model folder: the ``paddlex-npu convert`` command t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Set
+from typing import Any, Dict, List, Set
 
 from ..deps import require
 from ..errors import ModelFileError
@@ -46,6 +46,28 @@ def _not_a_package(path: Path, files: Set[str]) -> ModelFileError:
     )
 
 
+def _reserved(reserved: Dict[str, int]) -> str:
+    """The device memory one call allocates (ais_bench mallocs every input and output buffer per call)."""
+    mib = {k: v / 1024**2 for k, v in reserved.items()}
+    return f"device buffers {mib.get('inputs', 0):.2f} MiB in, {mib.get('outputs', 0):.2f} MiB out"
+
+
+def _loop_lines(path: Path, loop: Any) -> List[str]:
+    """A split model's loop and each part's per-call device buffers."""
+    parts = ", ".join(f"{p}/" for p in (loop.first, loop.step, loop.tail) if p)
+    steps = f"{loop.unroll} decoder steps per call of step/" if loop.unroll > 1 else "one decoder step per call"
+    lines = [
+        f"  loop        the model's {loop.node} (up to {loop.max_steps or 'unbounded'} steps) runs on the "
+        f"host: this OM is the encoder, {parts} packages of their own (inspect each); {steps}"
+    ]
+    for part in (loop.first, loop.step, loop.tail):
+        manifest = path / part / mf.MANIFEST_NAME if part else None
+        if manifest is not None and manifest.is_file():
+            reserved = mf.load(manifest).reserved
+            lines.append(f"  {part + '/':<11} {_reserved(reserved) if reserved else 'per-call buffers not recorded'}")
+    return lines
+
+
 def inspect_path(path: Path) -> str:
     path = Path(path)
     if not path.exists():
@@ -79,13 +101,10 @@ def inspect_path(path: Path) -> str:
             out.append(f"  input       {spec.name}: {spec.dtype} {spec.format} {spec.shape}")
         if man.atc_command:
             out.append(f"  atc         {man.atc_command}")
+        if man.reserved is not None:
+            out.append(f"  per call    {_reserved(man.reserved)}")
         if man.loop is not None:
-            loop = man.loop
-            parts = ", ".join(f"{p}/" for p in (loop.first, loop.step, loop.tail) if p)
-            out.append(
-                f"  loop        the model's {loop.node} (up to {loop.max_steps or 'unbounded'} steps) runs on the "
-                f"host: this OM is the encoder, {parts} packages of their own (inspect each)"
-            )
+            out += _loop_lines(path, man.loop)
         if "inference.onnx" in files and man.onnx_sha256:
             same = mf.sha256(path / "inference.onnx") == man.onnx_sha256
             # without inference.om the manifest records the ONNX the OM is to be built from (atc.sh), not one built

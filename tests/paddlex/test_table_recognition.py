@@ -58,12 +58,31 @@ def _read(pipeline, tables) -> dict:
     return out
 
 
+def generated_tables(folder, seed=20261207):
+    """Tables the samples do not hold, drawn from a seeded generator: other sizes, words, numbers and rulings."""
+    from paddlex_npu.samples.tables import render_table
+
+    rng = np.random.default_rng(seed)
+    words = ["Total", "North", "South", "Rice", "Steel", "Fees", "Q1", "Q2", "Notes", "Tax", "Net", "Items"]
+    out = {}
+    for k, (rows, cols, ruled) in enumerate([(5, 4, True), (6, 2, False), (3, 5, True)]):
+        cells = [
+            [
+                str(rng.choice(words)) if (r == 0 or c == 0) else f"{rng.integers(1, 999)}.{rng.integers(0, 99):02d}"
+                for c in range(cols)
+            ]
+            for r in range(rows)
+        ]
+        out[f"generated{k}"] = render_table(cells, folder / f"generated{k}.png", ruled=ruled, cell=(120, 40), size=20)
+    return out
+
+
 @needs_ocr_extra
 def test_tables_read_on_the_route_as_on_paddlex_cpu_engine(table_models, asset_root, tmp_path):
     from paddlex import create_pipeline
 
     om, cpu = table_models
-    tables = sample_tables(tmp_path)
+    tables = {**sample_tables(tmp_path), **generated_tables(tmp_path)}
     route = create_pipeline(config=_config(om, asset_root / "om"), device="npu:0", use_hpip=True, hpi_config=NPU_HPI)
     try:
         got = _read(route, tables)
@@ -99,7 +118,11 @@ def test_slanet_is_split_around_its_decoder_loop_with_the_fixed_input(table_mode
     assert mf.load(om / man.loop.tail / mf.MANIFEST_NAME).data_dependent  # sliced by the decoded steps
     from paddlex_npu.reports.inspect_om import inspect_path
 
-    assert "Loop.0 (up to 1024 steps) runs on the host" in inspect_path(om)
+    shown = inspect_path(om)
+    assert "Loop.0 (up to 1024 steps) runs on the host" in shown and "16 decoder steps per call of step/" in shown
+    for part in ("first", "step", "tail"):  # each part's per-call device buffers, in MiB, under 8 MB
+        line = next(ln for ln in shown.splitlines() if ln.strip().startswith(f"{part}/"))
+        assert float(line.split(" MiB out")[0].split()[-1]) < 8, line
 
 
 def test_the_route_gives_the_whole_model_outputs_in_k_decoder_steps_per_device_call(table_models):
