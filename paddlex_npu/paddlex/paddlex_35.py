@@ -214,22 +214,18 @@ class Paddlex35Adapter(Adapter):
             "hpi_config": None,
         }
 
-    def _add_bindings(self) -> List[str]:
-        names = []
-        for model_name, engine_map in default_registry._registry.items():
+    def _register_engine(self, record: PatchRecord) -> int:
+        """The ``om`` engine, and an ``om`` binding for every eligible model that lacks one (each an item of the
+        record), the engine caches cleared (again on revert); returns how many bindings it added."""
+        record.set_item(InferenceEngine.all(), ENGINE_NAME, OMEngine)
+        added = 0
+        for engine_map in default_registry._registry.values():
             static = _static_binding(engine_map)
             if static is not None and ENGINE_NAME not in engine_map:
-                engine_map[ENGINE_NAME] = Binding(predictor=static.predictor)
-                names.append(model_name)
-        return names
-
-    def _register_engine(self, record: PatchRecord) -> int:
-        """The ``om`` engine and its bindings, the engine caches cleared (again on revert); the bindings added."""
-        record.set_item(InferenceEngine.all(), ENGINE_NAME, OMEngine)
-        bound = self._add_bindings()
-        record.on_revert(lambda: [default_registry._registry[n].pop(ENGINE_NAME, None) for n in bound])
+                record.set_item(engine_map, ENGINE_NAME, Binding(predictor=static.predictor))
+                added += 1
         record.on_apply_and_revert(_clear_engine_caches)
-        return len(bound)
+        return added
 
     def fork(self, record: PatchRecord) -> None:
         """A fork-patched PaddleX routes in its own ``create_predictor``: it needs the engine and bindings."""

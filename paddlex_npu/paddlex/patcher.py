@@ -160,8 +160,8 @@ def patched_attributes() -> List[Tuple[object, str, object, object]]:
 
 
 def patched_items() -> List[Tuple[object, object, object, object]]:
-    """(mapping, key, original, replacement) of each registry item set now (the ``om`` engine of PaddleX 3.5+);
-    empty when not installed."""
+    """(mapping, key, original, replacement) of each registry item set now (PaddleX 3.5+: the ``om`` engine and
+    its bindings); empty when not installed."""
     record = _applied.record if _applied is not None else None
     return record.items() if record is not None else []
 

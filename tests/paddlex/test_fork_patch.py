@@ -1,5 +1,6 @@
 """Fork patches: apply cleanly to a fresh copy of the installed (pristine) PaddleX wheel, route OCR to the OM
-runner with no `import paddlex_npu`, refuse what they cannot patch without touching files, revert byte for byte."""
+runner with no `import paddlex_npu` (applying what the ledger's fork column lists), refuse what they cannot patch
+without touching files, revert byte for byte."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from paddlex_npu.paddlex.fork_patch import available_versions, find_paddlex_dir, load_patch
 from paddlex_npu.samples import assets
 from tests.helpers import ENGLISH, NPU_HPI, REPO, norm
+from tests.paddlex.test_patch_ledger import NAMES, ledger
 
 INSTALLED = importlib.metadata.version("paddlex")  # 3.7.2 or 3.4.3: both have a patch
 
@@ -61,7 +64,7 @@ def test_patch_applies_routes_without_the_import_and_reverts_byte_for_byte(site,
     assert "patch is applied" in _cli("--check", "--paddlex-dir", str(site / "paddlex")).stdout
 
     config = assets.ocr_pipeline_config(asset_root / "om")
-    code = textwrap.dedent(f"""
+    code = NAMES + textwrap.dedent(f"""
         import json, sys
         from paddlex import create_pipeline
         import paddlex
@@ -70,9 +73,12 @@ def test_patch_applies_routes_without_the_import_and_reverts_byte_for_byte(site,
                             hpi_config={NPU_HPI!r})
         (res,) = list(p.predict({str(images["english"])!r}))
         import paddlex_npu, paddlex_npu.run.runner as r
+        from paddlex_npu.paddlex import patcher
         det = getattr(p.text_det_model, "runner", None) or p.text_det_model.infer
+        record = patcher.fork_record()
         print(json.dumps({{"texts": list(res["rec_texts"]), "om": isinstance(det, r.OMRunner),
-                           "monkeypatched": paddlex_npu.is_installed()}}))
+                           "monkeypatched": paddlex_npu.is_installed(),
+                           "forked": keys_of(record.attributes(), record.items())}}))
     """)
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("PADDLEX_NPU_AUTO_INSTALL", None)
@@ -81,6 +87,7 @@ def test_patch_applies_routes_without_the_import_and_reverts_byte_for_byte(site,
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert norm(result["texts"]) == norm(ENGLISH)
     assert result["om"] is True and result["monkeypatched"] is False  # routed by the fork, not the monkeypatch
+    assert set(result["forked"]) == ledger(Version(INSTALLED), fork=True)  # what the ledger says a fork gets
 
     out = _cli("--revert", "--paddlex-dir", str(site / "paddlex"))
     assert out.returncode == 0, out.stderr

@@ -2,7 +2,8 @@
 
 The route is installed in a fresh interpreter (PaddleX, ``paddlex.model`` and PaddleOCR imported first, so every
 alias of ``create_predictor`` is loaded), and what the record holds is compared with the ledger's rows for the
-installed PaddleX version: an entry patched but not in the ledger, or in the ledger but not patched, fails.
+installed PaddleX version: an entry patched but not in the ledger, or in the ledger but not patched, fails. The
+same for what a fork-patched PaddleX gets at run time (the fork hooks' record), against the rows marked for it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,29 @@ from packaging.version import Version
 
 LEDGER = Path(__file__).resolve().parents[2] / "docs" / "patch-ledger.md"
 
-PROBE = r"""
+# How a probe names what a record holds: an attribute by its owner, an item by its registry (PaddleX 3.5+).
+NAMES = r"""
+def name_of(owner):
+    if isinstance(owner, type):
+        return f"{owner.__module__}.{owner.__qualname__}"
+    return owner.__name__
+
+def keys_of(attributes, items):
+    keys = [f"{name_of(owner)}.{name}" for owner, name, _, _ in attributes]
+    if items:
+        from paddlex.inference.models.bindings import default_registry
+        from paddlex.inference.models.engines import InferenceEngine
+    for mapping, key, _, _ in items:
+        if mapping is InferenceEngine.all():
+            keys.append(f"paddlex.inference.models.engines.InferenceEngine.all()[{key!r}]")
+        else:
+            assert any(mapping is m for m in default_registry._registry.values()), mapping
+            keys.append(f"paddlex.inference.models.bindings.default_registry._registry[*][{key!r}]")
+    return sorted(set(keys))
+"""
+
+PROBE = (
+    r"""
 import json, sys
 import paddlex, paddlex.model
 try:
@@ -29,30 +52,20 @@ except ImportError:
     pass
 import paddlex_npu
 from paddlex_npu.paddlex import patcher
-
-def name_of(owner):
-    if isinstance(owner, type):
-        return f"{owner.__module__}.{owner.__qualname__}"
-    return owner.__name__
-
-def bindings():
-    try:
-        from paddlex.inference.models.bindings import default_registry
-    except ImportError:
-        return set()
-    return {(m, e) for m, engines in default_registry._registry.items() for e in engines}
-
-before = bindings()
-paddlex_npu.install()
-keys = [f"{name_of(owner)}.{name}" for owner, name, _, _ in patcher.patched_attributes()]
-for mapping, key, _, _ in patcher.patched_items():
-    from paddlex.inference.models.engines import InferenceEngine
-    assert mapping is InferenceEngine.all(), mapping
-    keys.append(f"paddlex.inference.models.engines.InferenceEngine.all()[{key!r}]")
-added = {e for _, e in bindings() - before}
-keys += [f"paddlex.inference.models.bindings.default_registry._registry[*][{e!r}]" for e in sorted(added)]
+"""
+    + NAMES
+    + r"""
+if sys.argv[1] == "install":
+    paddlex_npu.install()
+    keys = keys_of(patcher.patched_attributes(), patcher.patched_items())
+else:  # what the fork hooks apply on a fork-patched PaddleX, at its first routed call
+    patcher.enable_fork(patcher.adapter())
+    record = patcher.fork_record()
+    keys = keys_of(record.attributes(), record.items())
 print(json.dumps({"paddlex": paddlex.__version__, "patched": keys}))
 """
+)
+HEADER = "| patched | PaddleX | fork | why | retired by |"
 
 
 def _applies(versions: str, installed: Version) -> bool:
@@ -62,23 +75,32 @@ def _applies(versions: str, installed: Version) -> bool:
     return Version(low) <= minor <= Version(high or low)
 
 
-def _ledger(installed: Version) -> Set[str]:
-    table = LEDGER.read_text(encoding="utf-8").split("| patched | PaddleX | why | retired by |", 1)[1]
+def ledger(installed: Version, fork: bool = False) -> Set[str]:
+    """What the ledger's route table says is patched on ``installed``: by ``install()``, or (``fork``) on a
+    fork-patched PaddleX (its rows marked yes in the fork column)."""
+    table = LEDGER.read_text(encoding="utf-8").split(HEADER, 1)[1]
     rows = [line for line in table.split("\n\n", 1)[0].splitlines()[2:] if line.startswith("|")]
     names: Set[str] = set()
     for row in rows:
         cells = row.split(" | ")
-        if _applies(cells[1], installed):
+        if _applies(cells[1], installed) and (not fork or cells[2].strip() == "yes"):
             names |= {n for n in re.findall(r"`([^`]+)`", cells[0].lstrip("| ")) if "." in n}
     return names
 
 
-def test_the_patch_ledger_lists_exactly_what_the_patcher_records():
+def _probe(mode: str) -> dict:
     env = {**os.environ, "PADDLEX_NPU_AUTO_INSTALL": "0", "PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK": "True"}
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=240, env=env)
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=240, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-    probe = json.loads(out.stdout.strip().splitlines()[-1])
-    patched, listed = set(probe["patched"]), _ledger(Version(probe["paddlex"]))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("mode", ["install", "fork"])
+def test_the_patch_ledger_lists_exactly_what_the_patcher_records(mode):
+    """``install``: what ``install()`` records; ``fork``: what a fork-patched PaddleX gets at its first routed
+    call (``patcher.enable_fork``, the record kept for the process), against the rows marked for the fork."""
+    probe = _probe(mode)
+    patched, listed = set(probe["patched"]), ledger(Version(probe["paddlex"]), fork=mode == "fork")
     assert patched, "the patcher recorded nothing"
     assert not patched - listed, f"patched but missing from {LEDGER.name}: {sorted(patched - listed)}"
     assert not listed - patched, f"in {LEDGER.name} but not patched on PaddleX {probe['paddlex']}: {listed - patched}"
