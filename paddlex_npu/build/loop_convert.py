@@ -84,8 +84,8 @@ def sample_shapes(
     sg: SplitGraphs, whole: Any, feeds: Dict[str, np.ndarray], step_feeds: Optional[List[Dict[str, Any]]] = None
 ) -> Tuple[Shapes, Shapes]:
     """Every part's input and output shapes on ``feeds`` (the step's on its last call) and the first step call's;
-    the split's outputs checked against the whole model's. ``step_feeds``: gets the inputs of every step call
-    after the first."""
+    the split's outputs checked against the whole model's. ``step_feeds``: gets the inputs of every step call,
+    the first included."""
     seen: Shapes = {}
     step = _ort(sg.step)
     if step_feeds is not None:
@@ -99,7 +99,7 @@ def sample_shapes(
     steps: Shapes = {}
     firsts: Shapes = {}
     parts = (_recording(_ort(sg.encoder), seen), _recording(step, steps, False), _recording(_ort(sg.tail), seen))
-    out = run_split(sg.spec, *parts, feeds, first=_recording(plain if step_feeds is not None else step, firsts))
+    out = run_split(sg.spec, *parts, feeds, first=_recording(step, firsts))
     if not firsts:
         raise ConvertError(
             f"the sample input ran no step of the model's Loop {sg.spec.node}, so the step's shapes are unknown: "
@@ -267,6 +267,17 @@ def _unrolled(sg: SplitGraphs, spec: LoopSpec, seen: Shapes, step_feeds: List[Di
     return spec.model_copy(update={"unroll": UNROLL}), note
 
 
+def _static_first(first: Any, feeds: Dict[str, Any]) -> Tuple[Any, str]:
+    """The first step made static-shaped as the steady step is: it always runs at iteration 0 on the first values'
+    shapes, so its one sampled call shows every shape it will take; kept only if exact on it."""
+    from .step_static import static_step
+
+    static, why = static_step(first, [feeds])
+    if static is None:
+        return first, f"the first decoder step stays as the graph has it: {why}"
+    return static, f"the first decoder step {why}"
+
+
 def split_parts(
     onnx_path: Path, work: Path, input_shapes: Dict[str, List[int]], soc: str, precision: str
 ) -> Tuple[List[Part], LoopSpec, List[str]]:
@@ -294,11 +305,12 @@ def split_parts(
         _declare(first.graph.input, firsts)
         _declare(first.graph.output, seen)
         spec = spec.model_copy(update={"first": "first"})
+        first, first_note = _static_first(first, step_feeds[0])
     _declare(sg.encoder.graph.input, {k: (list(v.shape), v.dtype) for k, v in feeds.items()})
     _declare(sg.encoder.graph.output, seen)
     _declare(sg.step.graph.input, seen)
     _declare(sg.step.graph.output, seen)
-    spec, unroll_note = _unrolled(sg, spec, seen, step_feeds)
+    spec, unroll_note = _unrolled(sg, spec, seen, step_feeds[1:] if first is not None else step_feeds)
     _declare(sg.tail.graph.input, seen)
     _declare(sg.tail.graph.output, seen, open_dims=True)
     scanned = {result: spec.max_steps or -1 for _, result in spec.scans}
@@ -325,5 +337,6 @@ def split_parts(
         "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), "
         f"{'first/, ' if first else ''}step/ and tail/ OM packages, the loop run on the host",
         unroll_note,
+        *([first_note] if first is not None else []),
     ]
     return parts, spec, notes

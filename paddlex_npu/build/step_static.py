@@ -63,6 +63,11 @@ def _elem_types(model: Any) -> Dict[str, int]:
     return {k: v for k, v in types.items() if v}
 
 
+def _values(model: Any) -> List[str]:
+    """Every value a node of ``model`` computes."""
+    return [o for n in model.graph.node for o in n.output if o]
+
+
 def _run(sess: Any, feeds: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     wanted = {i.name for i in sess.get_inputs()}
     names = [o.name for o in sess.get_outputs()]
@@ -216,6 +221,79 @@ def rewrite(model: Any, shapes: Dict[str, Tuple[int, ...]], dtypes: Dict[str, An
     return out, left
 
 
+def prune(model: Any) -> None:
+    """Drop the nodes no output depends on (what a rewrite left unused: the ``Min`` that bounded a ``Slice``'s end),
+    as GE's dead-code pass does, and the weights nothing reads any more."""
+    graph = model.graph
+    need = {o.name for o in graph.output}
+    keep = []
+    for node in reversed(list(graph.node)):
+        if any(o in need for o in node.output):
+            keep.append(node)
+            need.update(i for i in node.input if i)
+    del graph.node[:]
+    graph.node.extend(reversed(keep))
+    used = [w for w in graph.initializer if w.name in need]
+    del graph.initializer[:]
+    graph.initializer.extend(used)
+
+
+# int64 operators the 310P AI Core lacks (om/aicpu_ops.py: Minimum, Less, Greater, Tile on int64; Casts between
+# int64 and float or bool) computed in int32 between two Casts the AI Core has (int64 <-> int32, P:4174)
+NARROWED = ("Min", "Max", "Less", "Greater", "Tile", "Cast")
+_I64, _I32 = 7, 6  # TensorProto.INT64, INT32
+
+
+def narrow(model: Any, dtypes: Dict[str, Any]) -> int:
+    """Every int64 ``Min``/``Max``/``Less``/``Greater``/``Tile`` computed in int32, and every ``Cast`` from or to
+    int64 through int32, with the int64 values cast at the node's edges: exact while the values fit in int32 (a
+    decoder step's int64 values are its counter and indices, bounded by its buffers; :func:`static_step` checks the
+    result on every sampled step). Returns how many nodes were narrowed."""
+    from onnx import helper
+
+    graph, nodes, count = model.graph, [], 0
+    for node in graph.node:
+        w = _Writer(node.name or node.op_type)
+        ins64 = [i for i in node.input if i and dtypes.get(i) == np.int64]
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        src_type = dtypes.get(node.input[0]) if node.input else None
+        from64 = bool(ins64) and to not in (_I32, _I64)
+        to64 = to == _I64 and src_type is not None and src_type not in (np.int32, np.int64)
+        if node.op_type == "Cast" and (from64 or to64):
+            src = w.node("Cast", [node.input[0]], to=_I32) if ins64 else node.input[0]
+            if to == _I64:
+                w.node("Cast", [w.node("Cast", [src], to=_I32)], node.output[0], to=_I64)
+            else:
+                w.node("Cast", [src], node.output[0], to=to)
+        elif (
+            node.op_type in NARROWED[:-1]
+            and node.input[0] in ins64
+            and (node.op_type == "Tile" or len(ins64) == len([i for i in node.input if i]))
+        ):
+            if node.op_type == "Tile":
+                ins = [w.node("Cast", [node.input[0]], to=_I32), node.input[1]]
+            else:
+                ins = [w.node("Cast", [i], to=_I32) for i in node.input]
+            out = w.name()
+            nodes.extend(w.nodes)
+            nodes.append(helper.make_node(node.op_type, ins, [out], name=w.name()))
+            w.nodes = []
+            if node.op_type in ("Less", "Greater"):
+                nodes.append(helper.make_node("Identity", [out], [node.output[0]], name=w.name()))
+            else:
+                nodes.append(helper.make_node("Cast", [out], [node.output[0]], name=w.name(), to=_I64))
+            count += 1
+            continue
+        else:
+            nodes.append(node)
+            continue
+        nodes.extend(w.nodes)
+        count += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return count
+
+
 def static_step(model: Any, samples: List[Dict[str, np.ndarray]]) -> Tuple[Optional[Any], str]:
     """The step ``model`` rewritten static-shaped, checked against it on every sampled step's inputs; None and
     the reason when a value-dependent node is left or the outputs differ."""
@@ -230,6 +308,9 @@ def static_step(model: Any, samples: List[Dict[str, np.ndarray]]) -> Tuple[Optio
     static, left = rewrite(model, shapes, dtypes)
     if left:
         return None, f"value-dependent nodes left as they are: {', '.join(left[:6])}"
+    prune(static)
+    dtypes.update({k: v.dtype for k, v in _run(_session(static, _values(static)), samples[0]).items()})
+    narrowed = narrow(static, dtypes)
     original, rewritten = _session(model), _session(static)
     for k, feeds in enumerate(samples):
         want, got = _run(original, feeds), _run(rewritten, feeds)
@@ -238,4 +319,5 @@ def static_step(model: Any, samples: List[Dict[str, np.ndarray]]) -> Tuple[Optio
                 got[name] = got[name].reshape(value.shape)
             if got[name].shape != value.shape or not np.array_equal(got[name], value):
                 return None, f"the static step differs from the step on sampled step {k} ({name})"
-    return static, f"static-shaped (checked on {len(samples)} sampled steps)"
+    checked = f"{len(samples)} sampled step" + ("s" if len(samples) > 1 else "")
+    return static, f"static-shaped, {narrowed} int64 nodes in int32 (checked on {checked})"

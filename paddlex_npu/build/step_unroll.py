@@ -64,6 +64,8 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
         return name
 
     scalar = const("unroll__scalar_shape", np.zeros((0,), np.int64))
+    # the guard and the count in int32 (int64 Less has no 310P AI Core kernel; int64 <-> int32 Casts do, P:4174)
+    g.node.append(helper.make_node("Cast", [REMAINING], ["unroll__remaining32"], to=TensorProto.INT32))
     types = {o.name: o.type.tensor_type.elem_type for o in body.output}
     for j in range(k):
         it = spec.iter_input if j == 0 else f"{spec.iter_input}__u{j}"
@@ -74,7 +76,8 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
         prev = f"unroll__cond{j}"
         g.node.append(helper.make_node("Reshape", [cond, scalar], [prev]))
         more = f"unroll__more{j}"
-        g.node.append(helper.make_node("Less", [const(f"unroll__k{j}", np.array(j, np.int64)), REMAINING], [more]))
+        k32 = const(f"unroll__k{j}", np.array(j, np.int32))
+        g.node.append(helper.make_node("Less", [k32, "unroll__remaining32"], [more]))
         run = f"unroll__run{j}"
         g.node.append(helper.make_node("And", [prev, more], [run]))
         names = _copy_nodes(g, list(body.node), j, {spec.iter_input: it, spec.cond_input: cond, **state})
@@ -83,7 +86,7 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
                 state[c.input] = _select(g, run, names[c.output], state[c.input], types[c.output] == BOOL)
         cond = _select(g, run, names[spec.cond_output], cond, types[spec.cond_output] == BOOL)
         ran = f"unroll__ran{j}"
-        g.node.append(helper.make_node("Cast", [run], [ran], to=TensorProto.INT64))
+        g.node.append(helper.make_node("Cast", [run], [ran], to=TensorProto.INT32))
         if steps is not None:
             g.node.append(helper.make_node("Add", [steps, ran], [f"unroll__steps{j}"]))
             ran = f"unroll__steps{j}"
@@ -94,7 +97,10 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
         if c.input in running:
             g.node.append(helper.make_node("Identity", [state[c.input]], [c.output]))
             g.output.append(helper.make_tensor_value_info(c.output, types[c.output], None))
-    g.node.append(helper.make_node("Reshape", [steps, const("unroll__one", np.array([1], np.int64))], [STEPS_RUN]))
+    g.node.append(helper.make_node("Cast", [steps], ["unroll__steps64"], to=TensorProto.INT64))
+    g.node.append(
+        helper.make_node("Reshape", ["unroll__steps64", const("unroll__one", np.array([1], np.int64))], [STEPS_RUN])
+    )
     g.output.append(helper.make_tensor_value_info(STEPS_RUN, TensorProto.INT64, [1]))
     return model
 

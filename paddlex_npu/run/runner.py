@@ -344,15 +344,18 @@ class OMRunner:
 
 
 def _check_static_outputs(manifest: mf.OMManifest, descs: List[Any], name: str) -> None:
-    """A static OM knows every output shape; an output that still has -1 dims is data-dependent (NMS boxes),
-    which only dymshape returns (see om/manifest.py)."""
+    """A static OM knows every output shape GE could infer when it built it; an output that still has -1 dims
+    (or an unknown rank, ``[-2]``) is one GE could not type from the graph: data-dependent (NMS boxes), which only
+    dymshape returns (see om/manifest.py), or computed from values GE does not fold (correction 33)."""
     unknown = [d.name for d in descs if any(x < 0 for x in d.shape)]
     if manifest.mode == "static" and unknown:
         raise ConfigError(
-            f"{name}: this static OM has outputs {unknown} whose shape is not fixed, so it depends on the input values "
-            "(e.g. boxes after NMS); ACL reports such shapes only in dymshape, and a static OM returns the whole "
-            "output buffer as a flat array. Build the OM as dymshape (`paddlex-npu convert ... --mode dymshape`, "
-            "Ascend310P/910) and mark them in the manifest's data_dependent"
+            f"{name}: this static OM has outputs {unknown} whose shape is not fixed: GE could not infer it from the "
+            "graph, so ACL reports no shape for it and a static OM returns the whole output buffer as a flat array. "
+            "If `paddlex-npu convert` built the package before it ended each static output in a Reshape to its "
+            "shape (a split model's parts), rebuild it; if the shape depends on the input values (e.g. boxes "
+            "after NMS), build the OM as dymshape (`paddlex-npu convert ... --mode dymshape`, Ascend310P/910) and "
+            "mark them in the manifest's data_dependent"
         )
 
 

@@ -77,16 +77,17 @@ def build_table_folders(root: Path) -> Path:
     """``root/paddle/SLANet_plus`` (inference.yml, the wheel's .pdmodel/.pdiparams and the ``inference.onnx``
     paddle2onnx exports of them, for PaddleX's own engines) and ``root/om/SLANet_plus``, the OM package ``paddlex-npu
     convert`` builds from that folder (for Ascend310P3, ATC not run: on an Ascend machine, its ``atc.sh``). Each is
-    built when missing; returns ``root``."""
+    built when missing (the package also when an older ``convert`` built it); returns ``root``."""
     from ..build.convert import convert
     from ..build.export import export_onnx
-    from ..om.manifest import MANIFEST_NAME
+    from ..om.manifest import MANIFEST_NAME, load
 
     folder = _paddle_folder(Path(root))
     if not (folder / "inference.onnx").is_file():
         export_onnx(folder, folder / "inference.onnx")
     om = Path(root) / "om" / TABLE
-    if not (om / MANIFEST_NAME).is_file():
+    # a package from before convert pinned the parts' outputs and recorded their per-call buffers is rebuilt
+    if not (om / MANIFEST_NAME).is_file() or load(om / MANIFEST_NAME).reserved is None:
         src = folder.with_name(folder.name + ".src")  # convert reads the Paddle files: its own export, checked
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir()
