@@ -1,5 +1,6 @@
 """A PaddleX pipeline (or model) on one NPU on the route, as the executor's workers, the servers and the Triton
-models create it (both PaddleX generations), and the one reader of pipeline configs (:func:`load_config`)."""
+models create it (both PaddleX generations), the one reader of pipeline configs (:func:`load_config`) and the one
+walker of them (:func:`sub_modules`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import copy
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import ConfigError, ModelFileError
 from .patcher import adapter, install, is_installed, paddlex_version
@@ -138,17 +139,23 @@ def load_config(pipeline: Union[str, Path, Dict[str, Any]]) -> Dict[str, Any]:
     return load_pipeline_config(str(pipeline))
 
 
+def sub_modules(config: Dict[str, Any], where: str = "") -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """(dotted path, sub-config) of every SubModule of a pipeline config: its own, then those of each of its
+    SubPipelines, recursing, in the config's order (``"SubPipelines.GeneralOCR.SubModules.TextDetection"``)."""
+    prefix = f"{where}." if where else ""
+    for key, sub in (config.get("SubModules") or {}).items():
+        if isinstance(sub, dict):
+            yield f"{prefix}SubModules.{key}", sub
+    for key, pipe in (config.get("SubPipelines") or {}).items():
+        if isinstance(pipe, dict):
+            yield from sub_modules(pipe, f"{prefix}SubPipelines.{key}")
+
+
 def model_dirs(config: Dict[str, Any]) -> List[Path]:
     """Every ``model_dir`` of a pipeline config (nested SubPipelines too), or the model spec's folder."""
     if MODEL_KEY in config:
         return [Path(config[MODEL_KEY])]
-    found = []
-    for key, value in config.items():
-        if key == "model_dir" and value:
-            found.append(Path(value))
-        elif isinstance(value, dict):
-            found += model_dirs(value)
-    return found
+    return [Path(sub[MODEL_KEY]) for _, sub in sub_modules(config) if sub.get(MODEL_KEY)]
 
 
 CPU_ENGINES = {"onnxruntime": ("inference.onnx",), "paddle_static": ("inference.pdiparams",)}
@@ -244,18 +251,10 @@ def check_route_config(config: Dict[str, Any], source: str = "the pipeline YAML"
             f"{source}: pipeline_name {name!r} is not a pipeline of PaddleX {paddlex_version()}: {hint}"
             f"give one of {', '.join(known)}"
         )
-    _check_submodules(config, source, "")
-
-
-def _check_submodules(node: Dict[str, Any], source: str, where: str) -> None:
-    for key, value in node.items():
-        if not isinstance(value, dict):
-            continue
-        here = f"{where}.{key}" if where else key
-        if where.endswith("SubModules") and not value.get(MODEL_KEY):
-            model = value.get("model_name", "its model")
+    for where, sub in sub_modules(config):
+        if not sub.get(MODEL_KEY):
+            model = sub.get("model_name", "its model")
             raise ConfigError(
-                f"{source}: {here} has no model_dir: PaddleX would fetch {model} from its model hub, which the NPU "
-                f"route does not run; set {here}.model_dir to an OM package (paddlex-npu convert builds one)"
+                f"{source}: {where} has no model_dir: PaddleX would fetch {model} from its model hub, which the NPU "
+                f"route does not run; set {where}.model_dir to an OM package (paddlex-npu convert builds one)"
             )
-        _check_submodules(value, source, here)

@@ -206,7 +206,8 @@ def find(spec: str) -> Any:
 
 def fitted(original: Callable[..., Any], fit: Callable[[Any], Any]) -> Callable[..., Any]:
     """A method that fits its instance (``fit(self)``) on the instance's first call, then calls ``original``."""
-    flag = f"_paddlex_npu_fitted_{getattr(fit, '__name__', 'step')}"
+    name = f"{getattr(fit, '__module__', '')}.{getattr(fit, '__qualname__', 'step')}"
+    flag = "_paddlex_npu_fitted_" + name.replace(".", "_").replace("<", "").replace(">", "")  # one flag per fit
 
     @functools.wraps(original)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
