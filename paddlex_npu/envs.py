@@ -218,6 +218,13 @@ PROMETHEUS_MULTIPROC = EnvVar(
     "start (they inherit it), then removes it; a value set outside is replaced for that server.",
     read_by="prometheus-client, serve",
 )
+TRITON_WATCHDOG = EnvVar(
+    "PADDLEX_NPU_TRITON_WATCHDOG",
+    "unset (`triton-serve` sets it for `tritonserver`)",
+    "The Unix socket of `triton-serve`'s watchdog: a Triton model instance whose device is lost tells it there, "
+    "so that the model is not ready before the instance answers and exits; set by `triton-serve`, not by hand.",
+    read_by="paddlex-npu (Triton models)",
+)
 
 VARIABLES: Tuple[EnvVar, ...] = (
     RUNTIME,
@@ -249,6 +256,7 @@ VARIABLES: Tuple[EnvVar, ...] = (
     PROMETHEUS_MULTIPROC,
     KUBERNETES_HOST,
     RAY_ADDRESS,
+    TRITON_WATCHDOG,
 )
 
 
@@ -317,6 +325,11 @@ def reference_precision() -> str:
     if value not in ("fp32", "package"):
         raise ValueError(f"{REFERENCE_PRECISION.name}={value!r}: choose fp32 or package")
     return value
+
+
+def triton_watchdog() -> Optional[str]:
+    """``$PADDLEX_NPU_TRITON_WATCHDOG``: the watchdog's socket path (None when unset: no ``triton-serve``)."""
+    return TRITON_WATCHDOG.get()
 
 
 def markdown_table() -> str:

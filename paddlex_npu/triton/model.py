@@ -23,7 +23,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
-from ..errors import ConfigError, PaddlexNpuError, RequestRefusedError
+from .. import envs
+from ..errors import ConfigError, DeviceLostError, PaddlexNpuError, RequestRefusedError
 from ..paddlex import serving as paddlex_serving
 from ..serve.fetch import Fetched, fetch_all, is_url, policy_from_parameters, raw_bytes
 from ..serve.images import DecodeGuard, PixelLimits
@@ -47,11 +48,11 @@ def instance_device(instance_name: str) -> int:
     return int(m.group(1))
 
 
-def _log_error(text: str) -> None:
-    """To Triton's log (the stub's own logger), with the traceback of the exception being handled."""
+def _log_error(text: str, trace: bool = True) -> None:
+    """To Triton's log (the stub's own logger), with the traceback of the exception being handled (``trace``)."""
     import traceback
 
-    message = f"{text}\n{traceback.format_exc()}"
+    message = f"{text}\n{traceback.format_exc()}" if trace else text
     try:
         import triton_python_backend_utils as pb_utils
 
@@ -88,21 +89,50 @@ def _bad_file(exc: Exception, log_id: Optional[str]) -> Dict[str, Any]:
     return _refused(why, log_id)
 
 
-# Set when an answer of this stub was device-fatal: once the batch is answered, the stub exits and the
-# supervisor (``triton-serve``'s watchdog, :mod:`.watch`) reloads the model on fresh stubs.
+# Set when an answer of this stub was device-fatal: this instance refuses every later request at once (none runs
+# on the dead device), tells ``triton-serve``'s watchdog (:mod:`.watch`: it unloads the model, so that its
+# readiness fails), sends the batch's answers and exits; the watchdog then loads the model on fresh stubs.
 _LOST = threading.Event()
-EXIT_AFTER_ANSWER_S = 1.0  # the stub sends the batch's responses after execute returns; then it exits
+WATCHDOG_ACK_S = 30.0  # how long the instance waits for the watchdog to have made the model not ready
 
 
-def _exit_when_lost() -> None:
-    """After a device-fatal answer: end this stub process shortly after ``execute`` returns its responses (Triton's
-    Python backend does not restart a stub that stays; a dead one is reloaded by ``triton-serve``)."""
-    if not _LOST.is_set():
-        return
-    _log_error("paddlex-npu: the device context is lost; this model instance exits for a fresh one")
-    timer = threading.Timer(EXIT_AFTER_ANSWER_S, os._exit, args=(DEVICE_LOST_EXIT,))
-    timer.daemon = True
-    timer.start()
+def _lost_answer(log_id: Optional[str] = None) -> Dict[str, Any]:
+    """The answer to a request that reaches this instance after its device was lost: refused without running."""
+    return _route_failure(
+        DeviceLostError(
+            "this Triton model instance's device context was lost by an earlier request; it is exiting and "
+            "triton-serve reloads the model on a fresh instance: send the request again once "
+            "/v2/models/<model>/ready answers 200"
+        ),
+        log_id,
+    )
+
+
+def _log_id_of(body: bytes) -> Optional[str]:
+    """The ``logId`` of a JSON request body, when it has a string one."""
+    try:
+        log_id = json.loads(body).get("logId")
+    except (ValueError, AttributeError):
+        return None
+    return log_id if isinstance(log_id, str) else None
+
+
+def tell_watchdog(path: Optional[str], model: str, instance: str, timeout: float = WATCHDOG_ACK_S) -> bool:
+    """Tell ``triton-serve``'s watchdog listening on ``path`` that this instance of ``model`` lost its device, and
+    wait until it answers that the model is not ready any more; False without a watchdog or without its answer."""
+    import socket
+
+    if not path:
+        return False
+    line = json.dumps({"model": model, "instance": instance, "pid": os.getpid()}) + "\n"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(path)
+            sock.sendall(line.encode())
+            return sock.makefile("rb").readline().strip() == b"down"
+    except OSError:
+        return False
 
 
 DEVICE_LOST_EXIT = 75  # the stub's exit status after a lost device (EX_TEMPFAIL)
@@ -143,7 +173,8 @@ class _Model:
         config = json.loads(args["model_config"])
         self.params = {k: v.get("string_value", "") for k, v in (config.get("parameters") or {}).items()}
         self.version_dir = Path(args["model_repository"]) / args["model_version"]
-        self.device_id = instance_device(args.get("model_instance_name", ""))
+        self.model_name, self.instance = args.get("model_name", ""), args.get("model_instance_name", "")
+        self.device_id = instance_device(self.instance)
         self.runtime = self.params.get("runtime") or None
         limits = {k: int(self.params[k]) for k in ("max_image_pixels", "max_request_pixels") if self.params.get(k)}
         options = {
@@ -163,7 +194,8 @@ class _Model:
 
     def execute(self, requests: List[Any]) -> List[Any]:
         """One answer per element of each request's ``input`` tensor (a KServe request may hold a batch of
-        several JSON requests): the output has the input's batch size, in order."""
+        several JSON requests): the output has the input's batch size, in order. Once the device is lost, every
+        request is refused at once (:func:`_lost_answer`) and the instance exits after answering."""
         import numpy as np
         import triton_python_backend_utils as pb_utils
 
@@ -174,10 +206,13 @@ class _Model:
             values = [bytes(v) for v in tensor.as_numpy().reshape(-1)] if tensor is not None else []
             bodies += values or [b""]
             counts.append(max(1, len(values)))
-        try:
-            answers = self.answer(bodies)
-        except Exception as exc:  # a bug of ours: every request of the batch answered by category, and logged
-            answers = [_route_failure(exc) for _ in bodies]
+        if _LOST.is_set():
+            answers = [_lost_answer(_log_id_of(body)) for body in bodies]
+        else:
+            try:
+                answers = self.answer(bodies)
+            except Exception as exc:  # a bug of ours: every request of the batch answered by category, and logged
+                answers = [_route_failure(exc) for _ in bodies]
         responses = []
         start = 0
         for n in counts:
@@ -185,8 +220,33 @@ class _Model:
             start += n
             data = np.array([[json.dumps(a, ensure_ascii=False).encode("utf-8")] for a in mine], dtype=np.object_)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(OUTPUT_NAME, data)]))
-        _exit_when_lost()
+        if _LOST.is_set():
+            self._answer_and_exit(requests, responses)
         return responses
+
+    def _answer_and_exit(self, requests: List[Any], responses: List[Any]) -> None:
+        """The device is lost: have the model made not ready (``triton-serve``'s watchdog unloads it), send the
+        answers through each request's response sender and end this stub process at once; the watchdog then
+        loads the model on fresh stubs. A backend without response senders outside decoupled mode gets the
+        answers returned from ``execute`` and the process ends a second later."""
+        import triton_python_backend_utils as pb_utils
+
+        told = tell_watchdog(envs.triton_watchdog(), self.model_name, self.instance)
+        _log_error(
+            f"paddlex-npu: the device context of npu:{self.device_id} is lost; this model instance exits for a fresh "
+            + ("one (triton-serve made the model not ready)" if told else "one (no triton-serve watchdog answered)"),
+            trace=False,
+        )
+        try:
+            senders = [request.get_response_sender() for request in requests]
+        except Exception:  # TritonModelException: response senders only in decoupled mode (Triton before 23.10)
+            timer = threading.Timer(1.0, os._exit, args=(DEVICE_LOST_EXIT,))
+            timer.daemon = True
+            timer.start()
+            return
+        for sender, response in zip(senders, responses):
+            sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)  # back once Triton has it
+        os._exit(DEVICE_LOST_EXIT)
 
     def finalize(self) -> None:
         close = getattr(getattr(self, "predictor", None), "close", None)
@@ -312,6 +372,10 @@ class OCRModel(_Model):
                 request, images, info = parsed
                 groups.setdefault(self._options(request), []).append((i, request, images, info))
         for options, members in groups.items():
+            if _LOST.is_set():  # an earlier group of this batch lost the device: none runs on it again
+                for i, request, _, _ in members:
+                    answers[i] = _lost_answer(request.logId)
+                continue
             images = [img for _, _, imgs, _ in members for img in imgs]
             try:
                 preds = list(self.predictor.predict(images, **dict(options)))

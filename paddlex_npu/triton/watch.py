@@ -9,13 +9,20 @@ through Triton's model control API (``POST /v2/repository/models/<model>/load``,
 other instances serving meanwhile. If the reload fails, or the restart budget
 (:class:`~..executor.pool.RestartBudget`: so many reloads per time window) is spent, the model is unloaded, so
 that ``/v2/models/<model>/ready`` and ``/v2/health/ready`` fail (Triton answers 400) and a load balancer stops
-sending. A model instance whose device context is lost exits after its answer (:mod:`.model`), and is
-reloaded the same way. Each event is reported through ``say``.
+sending. The model is unloaded before it is loaded again, so that its readiness fails until it is back (other
+instances of the model stop serving meanwhile; requests get 404 "unknown model" or 400 instead of 500 "Stub
+process is not healthy"). A model instance whose device context is lost tells the watchdog first, through the
+Unix socket named by ``$PADDLEX_NPU_TRITON_WATCHDOG`` (:func:`listen`): the watchdog unloads the model and
+answers ``down``, and only then does the instance send its answers and exit (:mod:`.model`), so that a client
+that reads the loss's 503 finds the model not ready. Each event is reported through ``say``.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
+import shutil
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +30,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from .. import envs
 from ..executor.pool import RestartBudget
 
 STUB = "triton_python_backend_stub"
@@ -70,8 +78,12 @@ class StubWatchdog:
         can_reload: bool = True,
         load_timeout: float = 600.0,
         restarts: Optional[RestartBudget] = None,
+        listener: Optional[socket.socket] = None,
     ) -> None:
         self.server_pid, self.address, self.say = server_pid, http_address, say
+        self.listener = listener  # bound and listening (:func:`listen`): device-lost notices of the instances
+        self._down: set = set()  # models unloaded here until their reload
+        self._down_lock = threading.Lock()
         self.interval, self.can_reload, self.load_timeout = interval, can_reload, load_timeout
         self.restarts = restarts or RestartBudget(DEFAULT_RELOADS)
         self.reloads = 0
@@ -81,6 +93,8 @@ class StubWatchdog:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="paddlex-npu-triton-watchdog", daemon=True)
         self._thread.start()
+        if self.listener is not None:
+            threading.Thread(target=self._serve, name="paddlex-npu-triton-notices", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()
@@ -120,6 +134,53 @@ class StubWatchdog:
                 self._recover(model, lost)
                 known = {pid: s for pid, s in stubs_of(self.server_pid).items() if pid not in retiring}
 
+    def _serve(self) -> None:
+        """Answer device-lost notices (one JSON line: model, instance, pid) until stopped: the model is made not
+        ready (unloaded), then ``down`` is answered; ``up`` when it cannot be (no model control)."""
+        assert self.listener is not None
+        self.listener.settimeout(self.interval)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with conn:
+                self._notice(conn)
+
+    def _notice(self, conn: socket.socket) -> None:
+        """One device-lost notice: the model made not ready, then ``down`` (or ``up``) answered."""
+        try:
+            conn.settimeout(10)
+            notice = json.loads(conn.makefile("rb").readline() or b"{}")
+            model, instance, pid = str(notice["model"]), notice.get("instance"), notice.get("pid")
+            why = f"the instance {instance} (pid {pid}) of model {model!r} lost its device"
+            down = self.can_reload and self._mark_down(model, why)
+            conn.sendall(b"down\n" if down else b"up\n")
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+
+    def _mark_down(self, model: str, why: str = "") -> bool:
+        """Unload ``model`` (its readiness and the server's fail) until :meth:`_recover` loads it again; True once
+        it is unloaded (at once when it already was)."""
+        with self._down_lock:
+            if model in self._down:
+                return True
+            self._down.add(model)
+        if why:
+            self.say(f"triton-serve: {why}; unloading {model!r} until it is reloaded, so that it answers not ready")
+        try:
+            status, text = self._request("POST", f"/v2/repository/models/{model}/unload", 60)
+        except OSError as exc:
+            status, text = 0, str(exc)
+        if status != HTTPStatus.OK:
+            self.say(f"triton-serve: unloading {model!r} failed ({status} {text.strip()[:300]})")
+            with self._down_lock:
+                self._down.discard(model)
+            return False
+        return True
+
     def _recover(self, model: str, lost: str) -> None:
         if self._stop.is_set():
             return
@@ -137,7 +198,11 @@ class StubWatchdog:
                 f"the Python stub of model {model!r}, instance {lost}, died and the restart "
                 f"budget ({budget}, --restart-limit) is spent",
             )
-        self.say(f"triton-serve: the Python stub of model {model!r}, instance {lost}, died; reloading {model!r}")
+        self.say(
+            f"triton-serve: the Python stub of model {model!r}, instance {lost}, died; reloading {model!r} (unloaded "
+            "first: not ready until it is back)"
+        )
+        self._mark_down(model)
         t0 = time.monotonic()
         try:
             status, text = self._request("POST", f"/v2/repository/models/{model}/load", self.load_timeout)
@@ -146,6 +211,8 @@ class StubWatchdog:
         if self._stop.is_set():
             return
         if status == HTTPStatus.OK:
+            with self._down_lock:
+                self._down.discard(model)
             self.reloads += 1
             self.say(f"triton-serve: {model!r} reloaded in {time.monotonic() - t0:.1f} s; it is ready again")
             return
@@ -175,6 +242,18 @@ def _drained(proc: Any, seconds: float = 2.0) -> bool:
     return True
 
 
+def listen() -> Tuple[socket.socket, str]:
+    """A listening Unix socket for device-lost notices, in a fresh private folder; its path goes to the model
+    instances as ``$PADDLEX_NPU_TRITON_WATCHDOG``."""
+    import tempfile
+
+    path = str(Path(tempfile.mkdtemp(prefix="paddlex-npu-triton-")) / "watchdog.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    sock.listen(16)
+    return sock, path
+
+
 def run_supervised(
     argv: list,
     env: Dict[str, str],
@@ -188,8 +267,11 @@ def run_supervised(
     import signal
     import subprocess
 
+    listener, path = listen() if can_reload else (None, "")
+    if listener is not None:
+        env = {**env, envs.TRITON_WATCHDOG.name: path}
     proc = subprocess.Popen(argv, env=env)
-    watchdog = StubWatchdog(proc.pid, http_address, say, can_reload=can_reload, restarts=restarts)
+    watchdog = StubWatchdog(proc.pid, http_address, say, can_reload=can_reload, restarts=restarts, listener=listener)
 
     def forward(sig: int, frame: object) -> None:
         watchdog._stop.set()  # a stub that exits during the shutdown is no fault
@@ -219,3 +301,6 @@ def run_supervised(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if listener is not None:
+            listener.close()
+            shutil.rmtree(Path(path).parent, ignore_errors=True)
