@@ -369,6 +369,8 @@ def plan_conversion(
     onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     output_dims = derive_file(onnx.path, data_dependent)  # before the normalising head, which changes no shape
     onnx, specs, normalisation = _normalised(onnx, specs, task, cfg, device_normalise, notes)
+    if mode == "static" and not gear_list:
+        onnx = _pinned(onnx, specs, notes)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,
@@ -512,6 +514,29 @@ def _normalised(
     )
     specs = [i.model_copy(update={"dtype": "uint8"}) if i.name == normalisation.input else i for i in specs]
     return OnnxModel.open(onnx.path), specs, normalisation
+
+
+def _pinned(onnx: OnnxModel, specs: List[mf.InputSpec], notes: List[str]) -> OnnxModel:
+    """A static package's outputs that GE's shape inference cannot type from the graph (paddle2onnx's shape
+    arithmetic: PP-OCRv4 rec's time steps; correction 33) end in a ``Reshape`` to the shape one run at the static
+    shape gives, so the OM's descriptors are all known (:func:`paddlex_npu.om.graph.ge_output_dims`)."""
+    import onnx as onnx_lib
+
+    from ..om.graph import ge_output_dims
+    from .loop_convert import pin_outputs
+
+    proto = onnx_lib.load(str(onnx.path))
+    shapes = [list(i.shape) for i in specs]
+    inferred = ge_output_dims(proto, shapes) or [[-1]] * len(onnx.outputs)
+    open_outputs = [n for n, d in zip(onnx.outputs, inferred) if any(x < 0 for x in d)]
+    if not open_outputs:
+        return onnx
+    feeds = {i.name: np.zeros(i.shape, np.dtype(i.dtype)) for i in specs}
+    ran = dict(zip(onnx.outputs, onnx.session.run(None, feeds)))
+    pin_outputs(proto, {n: (list(ran[n].shape), ran[n].dtype) for n in open_outputs})
+    onnx_lib.save(proto, str(onnx.path))
+    notes.append(f"outputs {open_outputs} end in a Reshape to their static shapes (GE cannot infer them otherwise)")
+    return OnnxModel.open(onnx.path)
 
 
 def _check_loadable(model_name: str, task: Task, onnx_path: Path, man: mf.OMManifest, source: str) -> None:
