@@ -17,8 +17,14 @@ the text; a failed device malloc says ``[2]``, a failed copy ``[26]``: ``MemoryH
    ``acl_rt.h:3247``): status ``ACL_RT_DEVICE_STATUS_ABNORMAL`` (1) is a lost device (a normal device may still
    hold a dead context, so "normal" goes on to 3);
 3. a probe call on the shape of the session's first good call (zeros): if it fails too, the context is lost, if
-   it passes, not; with no good call yet, :data:`CONSECUTIVE_FAILURES` failures in a row on inputs that passed
-   every check are.
+   it passes, not. A session with no good call yet (its process's very first call, a dymshape model that no
+   warm-up ran), when ACL told nothing in 1 (no pyACL, or no code recorded) and the failure came from ais_bench
+   (its text carries a code, :func:`acl_code`), probes on zeros of the failed call's own shapes and options: a
+   loss on the first call is known at once, and an input that fails for its values alone leaves a passing probe,
+   which becomes the good call (an input whose shape fails on zeros too is taken for a loss: its retry on a fresh
+   worker fails the same way, bounded by the restart budget). Otherwise (a non-fatal code named, or a Python-side
+   error) failures are counted: :data:`CONSECUTIVE_FAILURES` in a row on inputs that passed every check are a
+   lost context.
 
 The device-fatal codes are CANN runtime's ``include/external/acl/error_codes/rt_error_codes.h`` (hicann/runtime
 @681ef761, lines 20-166), picked by category (:data:`DEVICE_FATAL_BY_CATEGORY`). Not among them: 107002
@@ -140,6 +146,11 @@ def device_status(acl: Any, device_id: int) -> Optional[int]:
 Probe = Tuple[List[Tuple[Tuple[int, ...], np.dtype]], Dict[str, Any]]
 
 
+def _shapes(feeds: List[np.ndarray], options: Dict[str, Any]) -> Probe:
+    """What a probe call needs of a call: its inputs' shapes and dtypes, and its options."""
+    return [(tuple(np.shape(f)), np.asarray(f).dtype) for f in feeds], dict(options)
+
+
 class LossJudge:
     """Decides, after a failed device call of one session, whether the device is lost (see the module's
     docstring). ``acl``: pyACL (or the simulated device's stand-in for it), None without one."""
@@ -152,11 +163,12 @@ class LossJudge:
     def succeeded(self, feeds: List[np.ndarray], options: Dict[str, Any]) -> None:
         self.failures = 0
         if self.probe is None:
-            self.probe = ([(tuple(f.shape), f.dtype) for f in feeds], dict(options))
+            self.probe = _shapes(feeds, options)
 
-    def judge(self, what: str, call: Callable[..., Any]) -> Optional[DeviceLostError]:
+    def judge(self, what: str, call: Callable[..., Any], failed: Optional[Probe] = None) -> Optional[DeviceLostError]:
         """The :class:`DeviceLostError` for a failed call ``what``, or None when the device is not lost. ``call``
-        runs a probe (``call(feeds, **options)``) when ACL cannot be asked."""
+        runs a probe (``call(feeds, **options)``) when ACL cannot be asked; ``failed``: the failed call's shapes
+        and options, probed when the session has had no good call (None: count instead)."""
         self.failures += 1
         code = last_error(self.acl)
         fatal = fatal_code_lost(code, what, "ACL's last error on this thread (acl.rt.get_last_error)")
@@ -166,13 +178,17 @@ class LossJudge:
         said = f"; ACL's last error on this thread was {code}" if code else ""
         if device_status(self.acl, self.device_id) == ACL_RT_DEVICE_STATUS_ABNORMAL:
             return lost_error(what, f"acl.rt.query_device_status says device {self.device_id} is abnormal{said}")
-        if self.probe is not None:
-            shapes, options = self.probe
+        probe, whose = self.probe, "the first good call"
+        if probe is None and failed is not None and not code:  # ACL told nothing (no pyACL, or no code recorded)
+            probe, whose = failed, "the failed call (this session has had no good call)"
+        if probe is not None:
+            shapes, options = probe
             try:
                 call([np.zeros(shape, dtype) for shape, dtype in shapes], **options)
             except RuntimeError as exc:
-                return lost_error(what, f"a probe call on the shapes of the first good call failed too ({exc}){said}")
+                return lost_error(what, f"a probe call on the shapes of {whose} failed too ({exc}){said}")
             self.failures = 0
+            self.probe = probe  # a passing probe is a good call
             return None
         if self.failures >= self.consecutive:
             return lost_error(what, f"{self.failures} calls in a row failed on inputs that passed every check{said}")
@@ -184,7 +200,8 @@ class LossJudge:
         try:
             outputs = call(feeds, **options)
         except RuntimeError as exc:
-            lost = self.judge(what, call)
+            failed = _shapes(feeds, options) if acl_code(exc) is not None else None  # an ais_bench failure
+            lost = self.judge(what, call, failed)
             if lost is not None:
                 raise lost from exc
             raise

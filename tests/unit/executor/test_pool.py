@@ -352,6 +352,19 @@ def test_the_input_that_met_a_lost_device_is_retried_on_a_fresh_worker(tmp_path)
         assert "lost its device context" in pool.status.last_error
 
 
+def test_a_loss_on_a_workers_first_device_call_costs_no_input(tmp_path):
+    """Issue 54 item 3: without pyACL, the worker's device is lost from its very first call. The loss judge probes
+    the failed call's shapes (the session has had no good call), so the first failure is the loss: the worker is
+    replaced and that input retried on the fresh one; 12 of 12 answered (before: three inputs failed first)."""
+    with running() as pool:
+        first = answer(pool, "pid").results[0]
+        outs = [answer(pool, f"device:{tmp_path / 'lost'}") for _ in range(12)]
+    assert [o.results for o in outs] == [["answered"]] * 12, outs
+    assert outs[0].attempts == 2 and outs[0].pid != first and all(o.attempts == 1 for o in outs[1:])
+    assert pool.counters.crashed == 1 and pool.counters.retried == 1
+    assert "lost its device context" in pool.status.last_error
+
+
 def test_a_pipeline_that_cannot_load_stops_the_start_with_its_error():
     pool = WorkerPool({0: spec(0, "refuse")}, 2)
     with pytest.raises(WorkerStartError) as info:

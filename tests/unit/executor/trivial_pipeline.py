@@ -8,7 +8,11 @@ imports by reference. ``predict(item)`` yields ``item * scale`` for a number; a 
 - ``"gate:<path>"``: waits (bounded, 30 s) until ``path`` exists, then writes ``"<path>.done"`` and yields
   ``"opened"``; ``"<path>.started"`` is written first, so the test knows the worker holds the input (``"hang:<path>"``
   the same, never opened);
-- ``"process-name"``: yields the worker process's name; ``"mark"``: yields :data:`MARK` as this process sees it.
+- ``"process-name"``: yields the worker process's name; ``"mark"``: yields :data:`MARK` as this process sees it;
+- ``"device:<path>"``: one device call judged by the real :class:`~paddlex_npu.run.acl_errors.LossJudge` without
+  pyACL, on a stand-in device of ais_bench (fails ``"[-1][ACL: general failure] "``, as ais_bench's ``infer``); the
+  first worker to see it creates ``path`` and its device is lost from that process's very first call; yields
+  ``"answered"``.
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ def _misbehave(kind: str, path: str) -> Any:
             Path(path).touch()
             raise DeviceLostError("the device context is lost (test, once)")
         return "again"
+    if kind == "device":
+        return _device_call(path)
     if kind == "unsendable":
         return lambda: None
     if kind == "die-once":
@@ -81,6 +87,30 @@ def _misbehave(kind: str, path: str) -> Any:
             time.sleep(0.01)
         return "never opened"
     raise AssertionError(f"unknown marker {kind!r}")
+
+
+_DEVICE: Dict[str, Any] = {}  # this process's judge and whether its device is lost (``"device:<path>"``)
+
+
+def _device_call(path: str) -> str:
+    import numpy as np
+
+    from paddlex_npu.run.acl_errors import LossJudge
+    from tests.fake_ascend import ACL_GENERAL_FAILURE
+
+    if not _DEVICE:
+        lost = not os.path.exists(path)
+        if lost:
+            Path(path).touch()
+        _DEVICE.update(judge=LossJudge(None, 0), lost=lost)  # no pyACL: nothing to ask but the device itself
+
+    def infer(feeds: List[Any], **options: Any) -> List[Any]:
+        if _DEVICE["lost"]:
+            raise RuntimeError(ACL_GENERAL_FAILURE)
+        return feeds
+
+    _DEVICE["judge"].run("infer (dymshape) on npu:0", infer, [np.zeros((1, 3, 8, 8), np.float32)], mode="dymshape")
+    return "answered"
 
 
 def create(pipeline: Any, device_id: int, create_kwargs: Optional[Dict[str, Any]]) -> Echo:

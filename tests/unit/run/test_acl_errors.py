@@ -134,7 +134,9 @@ def test_a_non_fatal_code_still_probes(code: int) -> None:
 
 
 @pytest.mark.parametrize("code", NOT_FATAL_AFTER_LOSS)
-def test_a_non_fatal_code_still_counts_failures_in_a_row(code: int) -> None:
+def test_a_non_fatal_code_on_a_first_call_still_counts(code: int) -> None:
+    """No good call yet and ACL names a non-fatal code (a shape or parameter error says as much): no probe on the
+    failed call's shapes (it would fail the same way on zeros); the count decides."""
     acl = FakeAcl()
     device = Device(acl, fail=10)
     device.code = code
@@ -145,6 +147,39 @@ def test_a_non_fatal_code_still_counts_failures_in_a_row(code: int) -> None:
         assert not isinstance(info.value, DeviceLostError)
     with pytest.raises(DeviceLostError, match=rf"3 calls in a row failed .*was {code}"):
         session.infer(X)
+    assert len(device.calls) == 3  # no probe
+
+
+def test_a_zero_code_on_a_first_call_probes_its_own_shapes() -> None:
+    """No good call yet and nothing recorded on the thread: the failed call's shapes are probed (zeros), once."""
+    acl = FakeAcl()
+    device = Device(acl, fail=10)
+    device.code = 0
+    with pytest.raises(DeviceLostError, match=r"shapes of the failed call \(this session has had no good call\)"):
+        JudgedSession(device, LossJudge(acl, 0)).infer(X, mode="dymshape")
+    assert device.calls == [[(1, 3, 8, 8)], [(1, 3, 8, 8)]]  # the call and one probe: no second input lost
+
+
+class Codeless(Device):
+    """A call that fails on the Python side (a ``RuntimeError`` without ais_bench's ``[code]``)."""
+
+    def infer(self, feeds: List[np.ndarray], **options: Any) -> List[np.ndarray]:
+        self.calls.append([f.shape for f in feeds])
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("not a dymbatch model!")
+        return feeds
+
+
+def test_a_python_side_failure_is_counted_not_probed() -> None:
+    device = Codeless(FakeAcl(), fail=10)
+    judge = LossJudge(None, 0)
+    for _ in range(acl_errors.CONSECUTIVE_FAILURES - 1):
+        with pytest.raises(RuntimeError, match="not a dymbatch model"):
+            judge.run("x", device.infer, X, mode="dymbatch")
+    with pytest.raises(DeviceLostError, match=r"3 calls in a row failed"):
+        judge.run("x", device.infer, X, mode="dymbatch")
+    assert len(device.calls) == 3  # no probe on a Python-side failure
 
 
 @pytest.mark.parametrize("code", NOT_FATAL_AFTER_LOSS)
@@ -168,10 +203,37 @@ def test_a_zero_code_goes_on_to_the_probe() -> None:
     assert "last error" not in str(info.value) and acl.peek_at_last_error(0) == 0
 
 
-def test_without_pyacl_the_probe_or_the_count_decides() -> None:
+def test_without_pyacl_a_first_call_loss_is_known_at_once() -> None:
+    """Issue 54 item 3: no pyACL, the process's very first call meets a lost device: a probe on zeros of that
+    call's shapes fails too, so the first failure is the loss (before: three inputs failed first)."""
     device = Device(FakeAcl(), fail=10)
     device.code = 0
     judge = LossJudge(None, 0)  # no pyACL in this process
+    with pytest.raises(DeviceLostError, match=r"probe call on the shapes of the failed call .* failed too") as info:
+        judge.run("x", device.infer, X, mode="dymshape")
+    assert isinstance(info.value.__cause__, RuntimeError) and str(info.value.__cause__) == ACL_GENERAL_FAILURE
+    assert len(device.calls) == 2 and judge.probe is None
+
+
+def test_without_pyacl_a_first_call_that_fails_for_its_values_is_not_a_loss() -> None:
+    """The first call fails, the probe on zeros of its shapes passes: the input's own failure, and the probe is
+    the session's good call from then on (a later loss is probed on it)."""
+    device = Device(FakeAcl(), fail=1)
+    judge = LossJudge(None, 0)
+    with pytest.raises(RuntimeError) as info:
+        judge.run("x", device.infer, X, mode="dymshape")
+    assert str(info.value) == ACL_GENERAL_FAILURE and not isinstance(info.value, DeviceLostError)
+    assert judge.probe == ([((1, 3, 8, 8), np.dtype(np.float32))], {"mode": "dymshape"}) and judge.failures == 0
+    big = [np.ones((1, 3, 64, 64), np.float32)]
+    device.fail = 2
+    with pytest.raises(DeviceLostError, match=r"probe call on the shapes of the first good call failed too"):
+        judge.run("x", device.infer, big, mode="dymshape")
+    assert device.calls[-1] == [(1, 3, 8, 8)]
+
+
+def test_without_pyacl_the_probe_or_the_count_decides() -> None:
+    device = Codeless(FakeAcl(), fail=10)
+    judge = LossJudge(None, 0)  # no pyACL in this process, failures without a code: counted
     for _ in range(acl_errors.CONSECUTIVE_FAILURES - 1):
         with pytest.raises(RuntimeError) as info:
             judge.run("x", device.infer, X)
@@ -209,7 +271,7 @@ def test_without_either_query_a_probe_on_the_first_good_shapes_decides() -> None
 
 def test_without_queries_or_a_good_call_failures_in_a_row_decide() -> None:
     acl = FakeAcl(last_error=False, device_status=False)
-    session = JudgedSession(Device(acl, fail=10), LossJudge(acl, 0))
+    session = JudgedSession(Codeless(acl, fail=10), LossJudge(acl, 0))
     for _ in range(acl_errors.CONSECUTIVE_FAILURES - 1):
         with pytest.raises(RuntimeError) as info:
             session.infer(X)
@@ -218,9 +280,17 @@ def test_without_queries_or_a_good_call_failures_in_a_row_decide() -> None:
         session.infer(X)
 
 
+def test_without_queries_a_first_call_loss_is_known_at_once() -> None:
+    acl = FakeAcl(last_error=False, device_status=False)
+    device = Device(acl, fail=10)
+    with pytest.raises(DeviceLostError, match=r"the failed call \(this session has had no good call\) failed too"):
+        JudgedSession(device, LossJudge(acl, 0)).infer(X)
+    assert len(device.calls) == 2
+
+
 def test_a_good_call_resets_the_count() -> None:
     acl = FakeAcl(last_error=False, device_status=False)
-    device = Device(acl, fail=2)
+    device = Codeless(acl, fail=2)
     judge = LossJudge(acl, 0)
     for _ in range(2):
         with pytest.raises(RuntimeError):
