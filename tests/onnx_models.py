@@ -233,3 +233,44 @@ def loop_model(path: Path) -> Path:
         ],
     )
     return _save(graph, path, (("", 13),))
+
+
+def if_rank_model(path: Path, pinned: bool = False) -> Path:
+    """``x`` float32 [1, 4] -> ``y``: an ``If`` on ``sum(x) > 0`` whose then-branch returns a 0-d value and whose
+    else-branch a ``[1]`` (as paddle2onnx writes SLANet's stop test), plus 1, declared ``[1]``. ``pinned``: ``y``
+    ends in a ``Reshape`` to ``[1]``, as ``convert`` ends a static part's outputs."""
+    f = TensorProto.FLOAT
+    then = helper.make_graph(
+        [helper.make_node("Constant", [], ["t"], value=helper.make_tensor("tv", f, [], [1.0]))],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", f, [])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Constant", [], ["e"], value=helper.make_tensor("ev", f, [1], [2.0]))],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", f, [1])],
+    )
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["picked"], then_branch=then, else_branch=other, name="stop_test"),
+        helper.make_node("Add", ["picked", "one"], ["y_open" if pinned else "y"], name="plus_one"),
+    ]
+    inits = [helper.make_tensor("zero", f, [], [0.0]), helper.make_tensor("one", f, [], [1.0])]
+    if pinned:
+        nodes.append(helper.make_node("Reshape", ["y_open", "shape"], ["y"], name="pin"))
+        inits.append(helper.make_tensor("shape", TensorProto.INT64, [1], [1]))
+    graph = helper.make_graph(
+        nodes,
+        "if_rank",
+        [helper.make_tensor_value_info("x", f, [1, 4])],
+        [helper.make_tensor_value_info("y", f, [1])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path

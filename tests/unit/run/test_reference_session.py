@@ -182,3 +182,29 @@ def test_free_resource_and_summary(dyn):
     dyn.free_resource()
     with pytest.raises(RuntimeError, match="freed"):
         dyn.infer(feeds(), mode="dymshape")
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_a_static_output_through_an_if_of_two_ranks_is_of_unknown_rank_unless_pinned(tmp_path, pinned):
+    """GE infers a static OM's output shapes itself, ignoring the ONNX's annotations: an ``If`` whose branches
+    return ``[]`` and ``[1]`` merges to UNKNOWN_RANK (correction 33; hicann/ge
+    ``docs/en/design/features/infer_shape.md:300``), which ACL reports as ``[-2]`` and the runner refuses for a
+    static OM; a ``Reshape`` to a constant shape types it again. The ONNX declares ``y`` as ``[1]`` either way."""
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.errors import ConfigError
+    from paddlex_npu.run.runner import build_om_runner
+    from tests.onnx_models import if_rank_model, tiny_package
+
+    tiny_package(tmp_path, lambda p: if_rank_model(p, pinned=pinned))
+    static = {"mode": "static", "inputs": [{"name": "x", "shape": [1, 4], "format": "ND"}], "outputs": ["y"]}
+    (y,) = InferSession(0, str(tmp_path / "inference.om"), manifest=static).get_outputs()
+    assert y.name == ("pin:0:y" if pinned else "plus_one:0:y")
+    assert y.shape == ([1] if pinned else [-2]) and y.size == (4 if pinned else 0)
+    config = OMBackendConfig(manifest=static)
+    if pinned:
+        runner = build_om_runner(tmp_path, runtime="reference", device_id=0, config=config)
+        assert runner(x=[np.ones((1, 4), np.float32)])[0].tolist() == [2.0]
+        runner.close()
+    else:
+        with pytest.raises(ConfigError, match=r"static OM has outputs \['plus_one:0:y'\] whose shape is not fixed"):
+            build_om_runner(tmp_path, runtime="reference", device_id=0, config=config)
