@@ -346,12 +346,10 @@ def plan_conversion(
     **plan: Any,
 ) -> Conversion:
     """Work out everything for the package in ``work`` (ONNX and inference.yml written there); no ATC yet.
-    ``max_gears``: at most this many planned gears (``gears="auto"`` only; default 8). ``export_env``: where a
-    PIR model is exported (``None``: this environment if it has paddle2onnx 2.x; ``"auto"``; a venv path).
-    ``plan``: the planner's options (``pipeline_config``, ``det_package``, ``samples_are``, ``max_width``; see
-    :func:`_planned_gears`). ``reduce``: reduce a CTC recognition output on the device (:mod:`.reduction`);
-    ``device_normalise``: a detection model takes uint8 pixels, normalised on the device (:mod:`.normalisation`).
-    ``keep_dtype``: ONNX node names ATC keeps in float32 under fp16 (``--keep_dtype``)."""
+    ``max_gears``: at most this many planned gears (default 8). ``export_env``: where a PIR model is exported
+    (``None``: here if it has paddle2onnx 2.x; ``"auto"``; a venv path). ``plan``: :func:`_planned_gears`'s options.
+    ``reduce``: a CTC output reduced on the device (:mod:`.reduction`); ``device_normalise``: a detection model
+    takes uint8 pixels (:mod:`.normalisation`); ``keep_dtype``: ONNX nodes ATC keeps in float32 under fp16."""
     shapes_given = dict(gears=gears, samples=samples, max_gears=max_gears, max_batch=max_batch, max_side=max_side)
     check_options(soc, mode, precision=precision, export_env=export_env, cann=cann, **shapes_given, **plan)
     yml, cfg, model_name = _read_model_folder(model_dir)
@@ -369,8 +367,7 @@ def plan_conversion(
     onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     output_dims = derive_file(onnx.path, data_dependent)  # before the normalising head, which changes no shape
     onnx, specs, normalisation = _normalised(onnx, specs, task, cfg, device_normalise, notes)
-    if mode == "static" and not gear_list:
-        onnx = _pinned(onnx, specs, notes)
+    onnx = _pinned(onnx, specs, notes) if mode == "static" and not gear_list else onnx
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,

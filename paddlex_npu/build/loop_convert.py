@@ -278,6 +278,28 @@ def _static_first(first: Any, feeds: Dict[str, Any]) -> Tuple[Any, str]:
     return static, f"the first decoder step {why}"
 
 
+def _write_part(
+    proto: Any, folder: str, model: Any, out: Path, seen: Shapes, scanned: Dict[str, int], soc: str, precision: str
+) -> Part:
+    """One part written to ``out/inference.onnx`` with its manifest: a static part's outputs pinned to their
+    sampled shapes, the tail's bounded by what it reads; the device memory a call allocates recorded."""
+    import onnx
+
+    from ..run.shape_solver import derive_file
+
+    path = out / "inference.onnx"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    vector_scalars(model)
+    dd = [o.name for o in model.graph.output] if folder == "tail" else []
+    if not dd:
+        pin_outputs(model, seen)
+    onnx.save(model, str(path))
+    man = _manifest(model, dd, soc, precision, path, scanned if folder == "tail" else {})
+    dims = tail_bounds(proto, model, seen, scanned) if dd else derive_file(path, dd)
+    shapes = [[d or 1 for d in ds] for ds in dims] if dd else [seen[o.name][0] for o in model.graph.output]
+    return Part(folder, path, man.model_copy(update={"output_dims": dims, "reserved": reserved_bytes(model, shapes)}))
+
+
 def split_parts(
     onnx_path: Path, work: Path, input_shapes: Dict[str, List[int]], soc: str, precision: str
 ) -> Tuple[List[Part], LoopSpec, List[str]]:
@@ -285,8 +307,6 @@ def split_parts(
     encoder's without ``loop``), the loop spec and notes."""
     import onnx
     import onnxruntime as ort
-
-    from ..run.shape_solver import derive_file
 
     proto = onnx.load(str(onnx_path))
     sg = split_loop(proto)
@@ -317,21 +337,10 @@ def split_parts(
     for v in sg.tail.graph.input:  # a stack over the steps: as many rows as the decoder ran
         if v.name in scanned:
             v.type.tensor_type.shape.dim[0].dim_param = "steps"
-    parts = []
     models = [("", sg.encoder), ("step", sg.step), ("tail", sg.tail)] + ([("first", first)] if first else [])
-    for folder, model in models:
-        path = work / folder / "inference.onnx"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        vector_scalars(model)
-        dd = [o.name for o in model.graph.output] if folder == "tail" else []
-        if not dd:
-            pin_outputs(model, seen)
-        onnx.save(model, str(path))
-        man = _manifest(model, dd, soc, precision, path, scanned if folder == "tail" else {})
-        dims = tail_bounds(proto, model, seen, scanned) if dd else derive_file(path, dd)
-        shapes = [[d or 1 for d in ds] for ds in dims] if dd else [seen[o.name][0] for o in model.graph.output]
-        update = {"output_dims": dims, "reserved": reserved_bytes(model, shapes)}
-        parts.append(Part(folder, path, man.model_copy(update=update)))
+    parts = [
+        _write_part(proto, folder, model, work / folder, seen, scanned, soc, precision) for folder, model in models
+    ]
     notes = [
         f"the model's Loop {spec.node} (a data-dependent decoder, up to {spec.max_steps or 'unbounded'} steps) "
         "cannot be built by ATC (its ONNX parser reads no Loop body): split into encoder (this package), "

@@ -91,18 +91,27 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
             g.node.append(helper.make_node("Add", [steps, ran], [f"unroll__steps{j}"]))
             ran = f"unroll__steps{j}"
         steps = ran
+    _outputs(g, spec, state, cond, steps, types, const)
+    return model
+
+
+def _outputs(
+    g: Any, spec: LoopSpec, state: Dict[str, str], cond: str, steps: str, types: Dict[str, int], const: Any
+) -> None:
+    """The unrolled graph's outputs: the condition and the carried values after the last copy, named as the step's,
+    and how many copies ran."""
+    from onnx import TensorProto, helper
+
     g.node.append(helper.make_node("Identity", [cond], [spec.cond_output]))
     g.output.append(helper.make_tensor_value_info(spec.cond_output, types[spec.cond_output], None))
-    for c in spec.carried:
-        if c.input in running:
-            g.node.append(helper.make_node("Identity", [state[c.input]], [c.output]))
-            g.output.append(helper.make_tensor_value_info(c.output, types[c.output], None))
+    for c in running_carried(spec):
+        g.node.append(helper.make_node("Identity", [state[c.input]], [c.output]))
+        g.output.append(helper.make_tensor_value_info(c.output, types[c.output], None))
     g.node.append(helper.make_node("Cast", [steps], ["unroll__steps64"], to=TensorProto.INT64))
     g.node.append(
         helper.make_node("Reshape", ["unroll__steps64", const("unroll__one", np.array([1], np.int64))], [STEPS_RUN])
     )
     g.output.append(helper.make_tensor_value_info(STEPS_RUN, TensorProto.INT64, [1]))
-    return model
 
 
 BOOL = 9  # TensorProto.BOOL
