@@ -263,6 +263,7 @@ def run_triton_repo(args: argparse.Namespace) -> int:
             max_image_pixels=args.max_image_pixels,
             max_request_pixels=args.max_request_pixels,
             urls=url_policy(args, 64, "triton-repo"),
+            pdf_timeout=args.pdf_timeout,
         )
         repo = build_triton_repo(args.pipeline, args.out_dir, options)
     except (PaddlexNpuError, ValueError) as exc:
@@ -310,6 +311,12 @@ def triton_repo_args(p: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_MAX_REQUEST_PIXELS,
         help="as serve's, per request",
+    )
+    p.add_argument(
+        "--pdf-timeout",
+        type=seconds_or_zero,
+        default=120.0,  # serve.settings.DEFAULT_REQUEST_TIMEOUT
+        help="seconds a PDF's rendering (a child process of the model instance) may take: 504 above; 0: none",
     )
     url_args(p, "triton-repo")
 

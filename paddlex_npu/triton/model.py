@@ -29,6 +29,7 @@ from ..paddlex import serving as paddlex_serving
 from ..serve.fetch import Fetched, fetch_all, is_url, policy_from_parameters, raw_bytes
 from ..serve.images import DecodeGuard, PixelLimits
 from ..serve.options import check_options
+from ..serve.render import PdfRenderer
 from ..serve.replies import answer, ok_body
 
 INPUT_NAME, OUTPUT_NAME = "input", "output"  # PaddleX HPS (paddlex_hps_client.constants)
@@ -108,6 +109,31 @@ def _lost_answer(log_id: Optional[str] = None) -> Dict[str, Any]:
     )
 
 
+def python_for_children() -> str:
+    """The Python interpreter that child processes run (the PDF renderers' forkserver starts it). In a Triton
+    stub, ``sys.executable`` is what the embedded CPython derived from the first ``python3`` on ``PATH``: the
+    venv's, as ``tritonserver_command`` puts the venv's ``bin`` first (checked on nvidia-pytriton 0.7.0's stub,
+    Triton 2.51.0). Where it is no Python (empty, or the stub binary), the interpreter of ``sys.prefix`` (the venv
+    the stub reads) is set for multiprocessing instead; none found is a :class:`ConfigError`."""
+    import multiprocessing
+    import sys
+
+    exe = Path(sys.executable or "")
+    if exe.name.startswith("python") and exe.is_file():
+        return str(exe)
+    names = (f"python{sys.version_info[0]}.{sys.version_info[1]}", f"python{sys.version_info[0]}", "python")
+    for name in names:
+        candidate = Path(sys.prefix) / "bin" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            multiprocessing.set_executable(str(candidate))
+            return str(candidate)
+    raise ConfigError(
+        f"no Python interpreter for the PDF renderer: sys.executable is {sys.executable!r} and {sys.prefix}/bin has "
+        f"none of {', '.join(names)}: start tritonserver with `paddlex-npu triton-serve` (the venv's bin first on "
+        "PATH)"
+    )
+
+
 def _log_id_of(body: bytes) -> Optional[str]:
     """The ``logId`` of a JSON request body, when it has a string one."""
     try:
@@ -181,10 +207,24 @@ class _Model:
             "image_option": "triton-repo --max-image-pixels",
             "request_option": "triton-repo --max-request-pixels",
         }
-        self.decoder = DecodeGuard(PixelLimits(**limits, **options))
+        self.decoder = DecodeGuard(PixelLimits(**limits, **options), renderer=self._renderer())
         self.urls = policy_from_parameters(self.params, "triton-repo --allow-url-host")
         self.count_fetch = _fetch_counter()
         self.load()
+
+    renders_pdfs = False  # PDF inputs: rendered in child processes (:mod:`..serve.render`), bounded in time
+
+    def _renderer(self) -> Optional[PdfRenderer]:
+        """The PDF renderer of a model that takes PDFs: each PDF in a child process, at most 2 at once, stopped
+        after the repository's ``pdf_timeout_s`` (``triton-repo --pdf-timeout``; 0: no bound); its forkserver
+        started now, beside the load, so that the first PDF does not wait for it."""
+        if not self.renders_pdfs:
+            return None
+        python_for_children()
+        timeout = float(self.params.get("pdf_timeout_s") or 0) or None
+        renderer = PdfRenderer(timeout=timeout, option="triton-repo --pdf-timeout")
+        threading.Thread(target=renderer.warm_up, name="paddlex-npu-pdf-warm-up", daemon=True).start()
+        return renderer
 
     def load(self) -> None:
         raise NotImplementedError
@@ -256,6 +296,8 @@ class _Model:
 
 class OCRModel(_Model):
     """PaddleX's OCR pipeline; request and answer as ``POST /ocr`` of PaddleX's basic serving."""
+
+    renders_pdfs = True
 
     def load(self) -> None:
         from ..paddlex.pipelines import load_config, pipeline_on_device

@@ -39,6 +39,7 @@ from ..errors import ConfigError
 from ..om.manifest import MANIFEST_NAME, load
 from ..serve.fetch import UrlPolicy, url_parameters
 from ..serve.images import DEFAULT_MAX_IMAGE_PIXELS, DEFAULT_MAX_REQUEST_PIXELS
+from ..serve.settings import DEFAULT_REQUEST_TIMEOUT
 
 OCR_MODEL, REC_MODEL = "ocr", "text_recognition"
 _MODEL_PY = '''"""Written by paddlex-npu triton-repo: {what} on the NPU route (paddlex_npu.triton.model)."""
@@ -65,6 +66,7 @@ class TritonOptions:
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS  # as paddlex-npu serve
     max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
     urls: UrlPolicy = UrlPolicy(option="triton-repo --allow-url-host")  # URL inputs: none unless hosts are allowed
+    pdf_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds a PDF's rendering (in a child process) may take; 0: none
 
 
 @dataclass
@@ -164,6 +166,7 @@ def _pbtxt(
         lines.append(f'parameters {{ key: "runtime" value: {{ string_value: "{options.runtime}" }} }}')
     for key in ("max_image_pixels", "max_request_pixels"):  # checked before decoding, as in paddlex-npu serve
         lines.append(f'parameters {{ key: "{key}" value: {{ string_value: "{getattr(options, key)}" }} }}')
+    lines.append(f'parameters {{ key: "pdf_timeout_s" value: {{ string_value: "{options.pdf_timeout:g}" }} }}')
     for key, value in url_parameters(options.urls).items():  # serve.fetch's policy, read by the model
         lines.append(f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}')
     if warmup_file:
@@ -246,6 +249,8 @@ def _check_options(options: TritonOptions) -> None:
             f"--max-queue-size {options.max_queue_size} / --queue-timeout-ms {options.queue_timeout_us // 1000}: "
             "give 1 or more (the queue of the dynamic batcher is bounded)"
         )
+    if not options.pdf_timeout >= 0:
+        raise ConfigError(f"--pdf-timeout must be >= 0 seconds (0: none), got {options.pdf_timeout}")
     for key in ("max_image_pixels", "max_request_pixels"):
         if getattr(options, key) < 1:
             raise ConfigError(f"--{key.replace('_', '-')} must be >= 1, got {getattr(options, key)}")

@@ -1,7 +1,9 @@
 """``paddlex-npu triton-serve`` under faults (issue 21), the real tritonserver on loopback with the reference runtime:
 a killed Python stub is noticed and its model reloaded (the CLI says so), requests are answered throughout and
 service recovers; a KServe batch is answered per element; an invalid option gets 422; an image bomb is refused
-before decoding with the same limits as ``serve``; SIGTERM then exits 0."""
+before decoding with the same limits as ``serve``; a PDF is rendered in a child process of the venv's Python,
+a huge page or a cut PDF refused, a repeated-draw bomb stopped at ``--pdf-timeout``; a killed stub's model is not
+ready until it is back; SIGTERM then exits 0."""
 
 from __future__ import annotations
 
@@ -15,16 +17,21 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Dict, List, Tuple
 
 import pytest
 
 from paddlex_npu.triton.repo import TritonOptions, build_triton_repo
 from paddlex_npu.triton.watch import stubs_of
-from tests.serve.conftest import free_ports, server_env, stop, wait_until
+from tests.serve import pdfs
+from tests.serve.conftest import children, free_ports, server_env, stop, wait_until
 from tests.serve.test_serve_faults import _png_bomb
+from tests.serve.test_serve_pdf import _renderers as serve_renderers
 
 pytest.importorskip("pytriton", reason="tritonserver comes with nvidia-pytriton (requirements/serving.txt)")
+PDF_TIMEOUT_S = 10  # the repository's --pdf-timeout
+BOMB_DRAWS = 2000  # PDFium takes minutes over it unbounded (tests/serve/test_serve_pdf.py)
 
 
 def _infer(port: int, model: str, bodies: List[dict], timeout: float = 60) -> Tuple[int, List[dict]]:
@@ -76,7 +83,9 @@ def _status(port: int, path: str) -> int:
 @pytest.fixture(scope="module")
 def triton(pipeline_yaml, tmp_path_factory):
     root = tmp_path_factory.mktemp("triton-faults")
-    options = TritonOptions(runtime="reference", max_image_pixels=4_000_000, max_request_pixels=8_000_000)
+    options = TritonOptions(
+        runtime="reference", max_image_pixels=4_000_000, max_request_pixels=8_000_000, pdf_timeout=PDF_TIMEOUT_S
+    )
     repo = build_triton_repo(pipeline_yaml, root / "repo", options)
     proc, http, log = triton_serve(repo.root, root)
     why = wait_until(lambda: _ready(http), proc, 300, log)
@@ -118,6 +127,49 @@ def test_an_image_bomb_is_refused_before_decoding_with_serves_limit(triton):
     status, (answer,) = _infer(triton["port"], "ocr", [body])
     assert answer["errorCode"] == 422 and "--max-image-pixels" in answer["errorMsg"], answer
     assert "before decoding" in answer["errorMsg"]
+
+
+def _renderers(triton: Dict) -> List[int]:
+    """The PDF renderers running: children of the OCR stub's forkserver (as serve's, test_serve_pdf.py)."""
+    stubs = [s.pid for s in stubs_of(_server_pid(triton)).values() if s.model == "ocr"]
+    return [pid for stub in stubs for pid in serve_renderers({"proc": SimpleNamespace(pid=stub)})]
+
+
+def _pdf(raw: bytes) -> dict:
+    return {"file": base64.b64encode(raw).decode(), "fileType": 0}
+
+
+def test_a_pdf_is_rendered_in_a_child_of_the_venvs_python(triton):
+    """A PDF within the limits is answered (2 pages); it was rendered by the forkserver the stub started with the
+    venv's Python (sys.executable in the stub), not in the stub."""
+    status, (answer,) = _infer(triton["port"], "ocr", [_pdf(pdfs.text_pages([(300, 200)] * 2))])
+    assert status == 200 and answer["errorCode"] == 0, answer
+    assert answer["result"]["dataInfo"]["numPages"] == 2 and len(answer["result"]["ocrResults"]) == 2
+    (stub,) = [s.pid for s in stubs_of(_server_pid(triton)).values() if s.model == "ocr"]
+    servers = [p for p in children(stub) if b"forkserver" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(servers) == 1, servers
+    python = Path(f"/proc/{servers[0]}/cmdline").read_bytes().split(b"\0")[0].decode()
+    assert Path(python).parent == Path(sys.executable).parent, python  # the venv's bin (triton-serve's PATH)
+
+
+def test_a_huge_page_pdf_and_a_cut_one_are_refused(triton):
+    status, (answer,) = _infer(triton["port"], "ocr", [_pdf(pdfs.one_page(20_000, 20_000))])
+    assert answer["errorCode"] == 422 and "--max-image-pixels" in answer["errorMsg"], answer
+    status, (answer,) = _infer(triton["port"], "ocr", [_pdf(pdfs.truncated(pdfs.text_pages([(300, 200)])))])
+    assert answer["errorCode"] == 422, answer
+
+
+def test_a_repeated_draw_bomb_is_stopped_at_the_pdf_timeout(triton):
+    """The bomb's renderer (a child process) is killed at --pdf-timeout: 504 naming it, its renderer gone, and
+    the instance answers the next PDF."""
+    t0 = time.monotonic()
+    status, (answer,) = _infer(triton["port"], "ocr", [_pdf(pdfs.repeated_draw(BOMB_DRAWS))], timeout=120)
+    took = time.monotonic() - t0
+    assert answer["errorCode"] == 504 and "triton-repo --pdf-timeout" in answer["errorMsg"], answer
+    assert PDF_TIMEOUT_S <= took < PDF_TIMEOUT_S + 30, took
+    assert _renderers(triton) == []
+    status, (answer,) = _infer(triton["port"], "ocr", [_pdf(pdfs.text_pages([(300, 200)]))])
+    assert answer["errorCode"] == 0, answer
 
 
 def test_a_killed_stub_is_reloaded_and_every_request_answered(triton, images):
