@@ -367,7 +367,8 @@ def plan_conversion(
     onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     output_dims = derive_file(onnx.path, data_dependent)  # before the normalising head, which changes no shape
     onnx, specs, normalisation = _normalised(onnx, specs, task, cfg, device_normalise, notes)
-    onnx = _pinned(onnx, specs, notes) if mode == "static" and not gear_list else onnx
+    if not gear_list and (mode == "static" or not data_dependent and all(d > 0 for i in specs for d in i.shape)):
+        onnx = _pinned(onnx, specs, notes)  # a static OM: asked for, or no input dim varies (RT-DETR's 800x800)
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,
