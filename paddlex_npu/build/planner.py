@@ -26,6 +26,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigError
 from ..om.manifest import MAX_GEARS, MIN_GEARS
+from ..paddlex.pipelines import sub_modules
 from .shapes import REC_MAX_WIDTH
 
 REC_MIN_WIDTH = 320  # PaddleX pads every line batch to at least 320 (48-high lines)
@@ -186,8 +187,8 @@ class OcrSettings:
     @classmethod
     def from_config(cls, config: Dict[str, Any], source: str) -> OcrSettings:
         """The settings of an OCR pipeline config (PaddleX's own defaults for keys it leaves out)."""
-        subs = config.get("SubModules") or {}
-        det, rec = subs.get("TextDetection") or {}, subs.get("TextRecognition") or {}
+        subs = dict(sub_modules(config))  # the OCR pipeline's own: SubModules.TextDetection, ...
+        det, rec = subs.get("SubModules.TextDetection") or {}, subs.get("SubModules.TextRecognition") or {}
         general = config.get("text_type", "general") == "general"
         limit_type = str(det.get("limit_type", "max" if general else "min"))
         if limit_type not in _LIMIT_TYPES:

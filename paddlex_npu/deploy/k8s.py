@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import yaml
 
 from ..errors import ConfigError
-from ..paddlex.pipelines import load_config
+from ..paddlex.pipelines import MODEL_KEY, load_config, sub_modules
 
 KINDS = ("serve", "triton")
 HPA_METRICS = ("cpu", "in-flight")
@@ -208,15 +208,15 @@ def _check(kind: str, options: K8sOptions) -> str:
     return resource
 
 
-def _model_dirs(config: Any, where: str = "") -> List[Tuple[Dict[str, Any], str]]:
-    """(the dict holding it, where) of every ``model_dir`` in a pipeline config (SubModules, SubPipelines)."""
-    found = []
-    if isinstance(config, dict):
-        if isinstance(config.get("model_dir"), str):
-            found.append((config, f"{where}.model_dir" if where else "model_dir"))
-        for key, value in config.items():
-            found += _model_dirs(value, f"{where}.{key}" if where else str(key))
-    return found
+def _model_dirs(config: Dict[str, Any]) -> List[Tuple[Dict[str, Any], str]]:
+    """(the dict holding it, where) of every ``model_dir`` in a pipeline config (its SubModules, SubPipelines
+    recursed: :func:`~..paddlex.pipelines.sub_modules`), or of a model spec."""
+    holders = [("", config)] if MODEL_KEY in config else sub_modules(config)
+    return [
+        (sub, f"{where}.{MODEL_KEY}" if where else MODEL_KEY)
+        for where, sub in holders
+        if isinstance(sub.get(MODEL_KEY), str)
+    ]
 
 
 def container_config(pipeline: Any, options: K8sOptions) -> Tuple[Dict[str, Any], Path]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..om import manifest as mf
-from ..paddlex.pipelines import MODEL_KEY, load_config, model_dirs
+from ..paddlex.pipelines import MODEL_KEY, load_config, model_dirs, sub_modules
 
 _OM_FILES = ("inference.onnx", "inference.om", mf.MANIFEST_NAME, "atc.sh")  # the package's OM parts
 
@@ -98,9 +98,10 @@ def source_config(pipeline: Union[str, Path, Dict[str, Any]], work: Path) -> Tup
     return config, names
 
 
-def _replace_dirs(node: Dict[str, Any], replaced: Dict[str, str]) -> None:
-    for key, value in node.items():
-        if key == MODEL_KEY and value and str(Path(value)) in replaced:
-            node[key] = replaced[str(Path(value))]
-        elif isinstance(value, dict):
-            _replace_dirs(value, replaced)
+def _replace_dirs(config: Dict[str, Any], replaced: Dict[str, str]) -> None:
+    """Each ``model_dir`` of ``config`` (a model spec's own, or every SubModule's) found in ``replaced``, replaced."""
+    holders = [config] if MODEL_KEY in config else [sub for _, sub in sub_modules(config)]
+    for holder in holders:
+        value = holder.get(MODEL_KEY)
+        if value and str(Path(value)) in replaced:
+            holder[MODEL_KEY] = replaced[str(Path(value))]

@@ -130,11 +130,13 @@ def _read(config: Dict[str, Any], images: List[Path], precision: str) -> List[Di
 
 
 def package_precisions(config: Dict[str, Any]) -> Dict[str, str]:
-    """Each sub-model's package folder name and the precision its manifest records (fp16 when none)."""
+    """Each sub-model's package folder name and the precision its manifest records (fp16 when none); a document
+    pipeline's nested ones (its OCR's SubModules) too."""
     from ..om import manifest as mf
+    from ..paddlex.pipelines import sub_modules
 
     out = {}
-    for sub in (config.get("SubModules") or {}).values():
+    for _, sub in sub_modules(config):
         folder = Path(str(sub.get("model_dir", "")))
         path = folder / mf.MANIFEST_NAME
         if path.is_file():

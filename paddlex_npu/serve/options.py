@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional
 
+from ..paddlex.pipelines import sub_modules
+
 # pipeline keyword -> the request field of PaddleX's serving schema (camelCase)
 FIELDS = {
     "use_doc_orientation_classify": "useDocOrientationClassify",
@@ -31,15 +33,14 @@ def _field(key: str) -> str:
 
 def _has_module(config: Dict[str, Any], key: str) -> bool:
     """Whether the pipeline YAML builds the models ``use_<key>`` needs."""
-    subs = config.get("SubModules") or {}
-    pipes = config.get("SubPipelines") or {}
+    built = {where for where, _ in sub_modules(config)}
     if key == "use_textline_orientation":
-        return bool(config.get("use_textline_orientation", True)) and "TextLineOrientation" in subs
-    pre = pipes.get("DocPreprocessor") or {}
+        return bool(config.get("use_textline_orientation", True)) and "SubModules.TextLineOrientation" in built
+    pre = (config.get("SubPipelines") or {}).get("DocPreprocessor") or {}
     if not pre or not config.get("use_doc_preprocessor", True):
         return False
     want = "DocOrientationClassify" if key == "use_doc_orientation_classify" else "DocUnwarping"
-    return want in (pre.get("SubModules") or {}) and bool(pre.get(key, True))
+    return f"SubPipelines.DocPreprocessor.SubModules.{want}" in built and bool(pre.get(key, True))
 
 
 def check_options(config: Dict[str, Any], kwargs: Dict[str, Any]) -> Optional[str]:

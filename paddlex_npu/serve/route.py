@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 
 from ..devices import parse_device
 from ..errors import ConfigError
+from ..paddlex.pipelines import sub_modules
 
 
 def parse_devices(device: Optional[str]) -> List[int]:
@@ -19,12 +20,6 @@ def parse_devices(device: Optional[str]) -> List[int]:
 
 
 def submodule(config: Dict[str, Any], module_name: str) -> Optional[Dict[str, Any]]:
-    """The first SubModule (also inside SubPipelines) with this ``module_name``."""
-    for sub in (config.get("SubModules") or {}).values():
-        if isinstance(sub, dict) and sub.get("module_name") == module_name:
-            return sub
-    for pipe in (config.get("SubPipelines") or {}).values():
-        found = submodule(pipe, module_name) if isinstance(pipe, dict) else None
-        if found:
-            return found
-    return None
+    """The first SubModule (also inside SubPipelines, in :func:`~..paddlex.pipelines.sub_modules`' order) with this
+    ``module_name``."""
+    return next((sub for _, sub in sub_modules(config) if sub.get("module_name") == module_name), None)

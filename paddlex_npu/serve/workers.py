@@ -53,22 +53,15 @@ def check_packages(config: Dict[str, Any]) -> None:
     """Every ``model_dir`` of the YAML is a model package (a folder with ``inference.yml``): else a
     :class:`~..errors.ModelFileError` naming the model, the folder and the fix, before any worker starts."""
     from ..errors import ModelFileError
-    from ..paddlex.pipelines import model_spec
+    from ..paddlex.pipelines import MODEL_KEY, model_spec, sub_modules
 
-    def walk(node: Dict[str, Any], where: str) -> None:
-        for key, value in node.items():
-            if not isinstance(value, dict):
-                continue
-            here = f"{where}.{key}" if where else key
-            if value.get("model_dir"):
-                try:
-                    model_spec(value["model_dir"])
-                except ModelFileError as exc:
-                    name = value.get("model_name", "?")
-                    raise ModelFileError(f"{here} ({name}) of the pipeline YAML: {exc}") from None
-            walk(value, here)
-
-    walk(config, "")
+    for where, sub in sub_modules(config):
+        if sub.get(MODEL_KEY):
+            try:
+                model_spec(sub[MODEL_KEY])
+            except ModelFileError as exc:
+                name = sub.get("model_name", "?")
+                raise ModelFileError(f"{where} ({name}) of the pipeline YAML: {exc}") from None
 
 
 def create_pool(

@@ -351,3 +351,70 @@ def test_the_executor_imports_neither_paddlex_nor_the_simulator():
     ]
     assert not found, found
     assert any(layer_of(name) == "executor" for name, _ in modules())  # the check saw the layer
+
+
+# ---- one walker of a pipeline config: paddlex/pipelines.py's sub_modules ----
+CONFIG_KEYS = {"SubModules", "SubPipelines", "model_dir", "MODEL_KEY"}
+WALKER = "paddlex_npu.paddlex.pipelines"
+# walkers left to switch, each with its reason
+WALKERS_LEFT = {"paddlex_npu.triton.repo": "issue 53 item 3: triton/ was being edited by another change"}
+
+
+def config_walkers(source: str) -> list:
+    """(line, what) of each walk of a pipeline config: a loop over a ``SubModules`` / ``SubPipelines`` mapping, or a
+    function that recurses over a dict's items or values and names a config key (``model_dir``, ``SubModules``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            iters = [node.iter]
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            iters = [g.iter for g in node.generators]
+        else:
+            iters = []
+        if any(isinstance(c, ast.Constant) and c.value in CONFIG_KEYS for it in iters for c in ast.walk(it)):
+            found.append((node.lineno, "a loop over a config's SubModules or SubPipelines"))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = list(ast.walk(node))
+            recurses = any(isinstance(c, ast.Call) and getattr(c.func, "id", None) == node.name for c in inner)
+            over_dict = any(isinstance(c, ast.Attribute) and c.attr in ("items", "values") for c in inner)
+            names_key = any(
+                (isinstance(c, ast.Constant) and c.value in CONFIG_KEYS)
+                or (isinstance(c, ast.Name) and c.id in CONFIG_KEYS)
+                for c in inner
+            )
+            if recurses and over_dict and names_key:
+                found.append((node.lineno, f"{node.name}() recurses over a config"))
+    return sorted(found)
+
+
+def test_the_walker_scan_catches_a_loop_and_a_recursion():
+    snippet = (
+        "def first(config, name):\n"
+        "    for sub in (config.get('SubModules') or {}).values():\n"
+        "        if sub.get('module_name') == name:\n"
+        "            return sub\n"
+        "def dirs(node):\n"
+        "    found = [node['model_dir']] if 'model_dir' in node else []\n"
+        "    for value in node.values():\n"
+        "        found += dirs(value) if isinstance(value, dict) else []\n"
+        "    return found\n"
+        "def portable(value):\n"
+        "    return {k: portable(v) for k, v in value.items()}\n"  # a result, not a config: no config key
+    )
+    assert config_walkers(snippet) == [
+        (2, "a loop over a config's SubModules or SubPipelines"),
+        (5, "dirs() recurses over a config"),
+    ]
+
+
+def test_one_walker_of_pipeline_configs():
+    """Every walk of a pipeline config's SubModules (SubPipelines recursed) is ``paddlex/pipelines.py``'s
+    ``sub_modules``: the other layers take (dotted path, sub-config) from it."""
+    strays = [
+        f"{path.relative_to(PACKAGE)}:{line}: {what}"
+        for name, path in modules()
+        if name != WALKER and name not in WALKERS_LEFT
+        for line, what in config_walkers(path.read_text(encoding="utf-8"))
+    ]
+    assert not strays, f"walk the config with paddlex_npu.paddlex.pipelines.sub_modules: {strays}"
+    assert config_walkers(PACKAGE.joinpath("paddlex", "pipelines.py").read_text(encoding="utf-8"))  # it saw the walker
