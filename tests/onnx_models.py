@@ -274,3 +274,88 @@ def if_rank_model(path: Path, pinned: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(path))
     return path
+
+
+def buffer_loop_model(path: Path) -> Path:
+    """A decoder written as paddle2onnx writes SLANet's: ``x`` float32 [1, 1]; a Loop (trip count 8) doubles ``acc``
+    and writes it into ``buf`` [1, 8] at the step counter ``n`` (``buf[:, n:min(n+1, 8)] = acc`` as ``Slice``,
+    ``Range``, ``Expand`` and ``ScatterElements`` from the counter, all int64) while the new value is at most 20,
+    the stop test an ``If`` whose branches return a 0-d ``false`` and a ``[1]`` ``true``; outputs ``buf`` and
+    ``acc``. The steps depend on ``x``: 0.1 runs 8 (the condition), 0.01 runs 8 (the trip count), 6 runs 2."""
+    f, i64, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    const = helper.make_tensor
+    stop = helper.make_graph(
+        [helper.make_node("Constant", [], ["no"], value=const("nv", b, [], [False]))],
+        "stop",
+        [],
+        [helper.make_tensor_value_info("no", b, [])],
+    )
+    go = helper.make_graph(
+        [helper.make_node("Constant", [], ["yes"], value=const("yv", b, [1], [True]))],
+        "go",
+        [],
+        [helper.make_tensor_value_info("yes", b, [1])],
+    )
+    body = helper.make_graph(
+        [
+            helper.make_node("Mul", ["acc_in", "twof"], ["acc_out"]),
+            helper.make_node("Reshape", ["n_in", "shape1"], ["start"]),
+            helper.make_node("Add", ["start", "one64"], ["next"]),
+            helper.make_node("Min", ["next", "eight"], ["end"]),
+            helper.make_node("Slice", ["buf_in", "start", "end", "axis1"], ["window"]),
+            helper.make_node("Shape", ["window"], ["window_shape"]),
+            helper.make_node("Unsqueeze", ["acc_out", "axis1"], ["acc2d"]),
+            helper.make_node("Expand", ["acc2d", "window_shape"], ["upd"]),
+            helper.make_node("Squeeze", ["start"], ["s0"]),
+            helper.make_node("Squeeze", ["end"], ["e0"]),
+            helper.make_node("Range", ["s0", "e0", "one64s"], ["span"]),
+            helper.make_node("Reshape", ["span", "row"], ["idx"]),
+            helper.make_node("ScatterElements", ["buf_in", "idx", "upd"], ["buf_out"], axis=1),
+            helper.make_node("Add", ["n_in", "one64s"], ["n_out"]),
+            helper.make_node("Greater", ["acc_out", "limit"], ["over"]),
+            helper.make_node("If", ["over"], ["cond_out"], then_branch=stop, else_branch=go, name="stop_test"),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", i64, []),
+            helper.make_tensor_value_info("cond_in", b, []),
+            helper.make_tensor_value_info("buf_in", f, [1, 8]),
+            helper.make_tensor_value_info("acc_in", f, [1]),
+            helper.make_tensor_value_info("n_in", i64, []),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", b, None),
+            helper.make_tensor_value_info("buf_out", f, [1, 8]),
+            helper.make_tensor_value_info("acc_out", f, [1]),
+            helper.make_tensor_value_info("n_out", i64, []),
+        ],
+        [
+            const("twof", f, [], [2.0]),
+            const("limit", f, [], [20.0]),
+            const("shape1", i64, [1], [1]),
+            const("row", i64, [2], [1, 1]),
+            const("one64", i64, [1], [1]),
+            const("one64s", i64, [], [1]),
+            const("eight", i64, [1], [8]),
+            const("axis1", i64, [1], [1]),
+        ],
+    )
+    nodes = [
+        helper.make_node("Constant", [], ["M"], value=const("m", i64, [], [8])),
+        helper.make_node("Constant", [], ["cond0"], value=const("t", b, [], [True])),
+        helper.make_node("Constant", [], ["buf0"], value=const("z", f, [1, 8], [0.0] * 8)),
+        helper.make_node("Constant", [], ["n0"], value=const("n", i64, [], [0])),
+        helper.make_node("Reshape", ["x", "shape1"], ["acc0"]),
+        helper.make_node(
+            "Loop", ["M", "cond0", "buf0", "acc0", "n0"], ["buf", "acc_last", "n_last"], name="decoder", body=body
+        ),
+        helper.make_node("Identity", ["acc_last"], ["acc"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "buffer_loop",
+        [helper.make_tensor_value_info("x", f, [1, 1])],
+        [helper.make_tensor_value_info("buf", f, [1, 8]), helper.make_tensor_value_info("acc", f, [1])],
+        [const("shape1", i64, [1], [1])],
+    )
+    return _save(graph, path, (("", 13),))

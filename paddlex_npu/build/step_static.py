@@ -157,14 +157,14 @@ def _if(w: _Writer, node: Any, dtypes: Dict[str, Any]) -> bool:
         if any(a.HasField("g") for n in g.node for a in n.attribute):
             return False
         inner = {o for n in g.node for o in n.output}
-        renamed = {v: f"{v}__{node.name}_{key}" for v in inner}
+        renamed = {v: f"{v}__{w.prefix}_{key}" for v in inner}
         for n in g.node:
             w.nodes.append(
                 helper.make_node(
                     n.op_type,
                     [renamed.get(i, i) for i in n.input],
                     [renamed[o] for o in n.output],
-                    name=f"{n.name or n.op_type}__{node.name}_{key}",
+                    name=f"{n.name or n.op_type}__{w.prefix}_{key}{len(w.nodes)}",
                 )
             )
             w.nodes[-1].attribute.extend(n.attribute)
@@ -192,8 +192,8 @@ def rewrite(model: Any, shapes: Dict[str, Tuple[int, ...]], dtypes: Dict[str, An
     del out.graph.node[:]
     del out.graph.value_info[:]
     left: List[str] = []
-    for node in graph.node:
-        w = _Writer(node.name or node.op_type)
+    for index, node in enumerate(graph.node):
+        w = _Writer(node.name or f"{node.op_type}_{index}")
         done = False
         if node.op_type in REWRITTEN and all(o in shapes for o in node.output):
             if node.op_type == "Range":
@@ -252,8 +252,8 @@ def narrow(model: Any, dtypes: Dict[str, Any]) -> int:
     from onnx import helper
 
     graph, nodes, count = model.graph, [], 0
-    for node in graph.node:
-        w = _Writer(node.name or node.op_type)
+    for index, node in enumerate(graph.node):
+        w = _Writer(f"{node.name or node.op_type}_{index}__int32")
         ins64 = [i for i in node.input if i and dtypes.get(i) == np.int64]
         to = next((a.i for a in node.attribute if a.name == "to"), None)
         src_type = dtypes.get(node.input[0]) if node.input else None

@@ -25,7 +25,7 @@ def _copy_nodes(graph: Any, nodes: List[Any], j: int, inputs: Dict[str, str]) ->
     from onnx import helper
 
     names = dict(inputs)
-    for node in nodes:
+    for index, node in enumerate(nodes):
         outs = [f"{o}__u{j}" if o else "" for o in node.output]
         for o, new in zip(node.output, outs):
             names[o] = new
@@ -33,7 +33,7 @@ def _copy_nodes(graph: Any, nodes: List[Any], j: int, inputs: Dict[str, str]) ->
             node.op_type,
             [names.get(i, i) for i in node.input],
             outs,
-            name=f"{node.name or node.op_type}__u{j}",
+            name=f"{node.name or f'{node.op_type}_{index}'}__u{j}",
         )
         copy.attribute.extend(node.attribute)
         graph.node.append(copy)

@@ -227,6 +227,7 @@ def _tail(graph: Any, li: int, consts: Dict[str, Any]) -> Tuple[List[Any], List[
     nodes = _needed(list(graph.node[li + 1 :]), {o.name for o in graph.output})
     produced = {o for n in nodes for o in n.output}
     reads = {i for n in nodes for i in list(n.input) + sorted(_outer_refs(n))} - produced - {""}
+    reads |= {o.name for o in graph.output} - produced  # a Loop result that is an output as it is
     inputs = [t for t in sorted(reads) if t not in consts or t in loop_results]
     weights = sorted(({i for n in nodes for i in n.input} & set(consts)) - loop_results - produced)
     return nodes, inputs, weights

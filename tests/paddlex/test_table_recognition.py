@@ -221,3 +221,35 @@ def test_the_whole_slanet_graph_is_refused_at_load_naming_its_loop(table_models,
         shutil.copyfile(cpu / name, whole / name)
     with pytest.raises(ConfigError, match=r"Loop\.0 \(Loop\): ATC's ONNX parser does not parse a Loop's body.*convert"):
         build_om_runner(whole, runtime="reference", device_id=0, config=OMBackendConfig(), model_name=TABLE)
+
+
+def test_a_decoder_written_as_slanets_runs_static_in_k_steps_a_call_as_the_whole(tmp_path):
+    """A loop body with the value-dependent writes and the two-rank ``If`` paddle2onnx gives SLANet
+    (tests/onnx_models.py ``buffer_loop_model``): ``convert`` makes its step static-shaped and unrolled, and the route
+    gives the whole model's outputs whether the condition or the trip count ends the loop, in one step call."""
+    import onnxruntime as ort
+
+    from paddlex_npu.config import OMBackendConfig
+    from paddlex_npu.run.runner import build_om_runner
+    from tests.helpers import spy_session
+    from tests.onnx_models import buffer_loop_model
+
+    folder = tmp_path / "model"
+    buffer_loop_model(folder / "inference.onnx")
+    (folder / "inference.yml").write_text(f"Global:\n  model_name: {assets.DOC_ORI}\n")
+    out = convert(folder, tmp_path / "om", "Ascend310P3", run=False)
+    assert any("static-shaped" in n and "16 steps per device call" in n for n in out.notes), out.notes
+    step = mf.load(tmp_path / "om" / "step" / mf.MANIFEST_NAME)
+    assert mf.load(tmp_path / "om" / mf.MANIFEST_NAME).loop.unroll == 16 and step.mode == "static"
+    whole = ort.InferenceSession(str(folder / "inference.onnx"))
+    runner = build_om_runner(out.package, runtime="reference", device_id=0, config=OMBackendConfig(), model_name="m")
+    try:
+        for x in (0.1, 0.01, 6.0, 1.0):  # 8 steps (condition), 8 (trip count), 2, 5
+            feed = np.array([[x]], np.float32)
+            with spy_session(runner.loop.step.session) as calls:
+                got = runner(x=[feed])
+            for g, w in zip(got, whole.run(None, {"x": feed})):
+                np.testing.assert_array_equal(g, w)
+            assert len(calls) == 1, x
+    finally:
+        runner.close()
