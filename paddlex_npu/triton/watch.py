@@ -3,15 +3,14 @@ instance whose stub process died (killed, out of memory); every request routed t
 is not healthy") while ``/v2/health/ready`` still answers 200.
 
 The watchdog lists the stub processes of the server (``triton_python_backend_stub <repo>/<model>/<version>/model.py
-... <instance>``) every ``interval`` seconds. When one disappears while the server runs, it reloads that model
-through Triton's model control API (``POST /v2/repository/models/<model>/load``, which needs
-``--model-control-mode=explicit``): Triton starts new instances (with ``model_warmup``) and swaps them in, the
-other instances serving meanwhile. If the reload fails, or the restart budget
-(:class:`~..executor.pool.RestartBudget`: so many reloads per time window) is spent, the model is unloaded, so
-that ``/v2/models/<model>/ready`` and ``/v2/health/ready`` fail (Triton answers 400) and a load balancer stops
-sending. The model is unloaded before it is loaded again, so that its readiness fails until it is back (other
-instances of the model stop serving meanwhile; requests get 404 "unknown model" or 400 instead of 500 "Stub
-process is not healthy"). A model instance whose device context is lost tells the watchdog first, through the
+... <instance>``) every ``interval`` seconds. When one disappears while the server runs, it unloads that model
+and loads it again through Triton's model control API (``POST /v2/repository/models/<model>/unload`` then
+``.../load``, which need ``--model-control-mode=explicit``): while it is unloaded, ``/v2/models/<model>/ready``
+and ``/v2/health/ready`` fail (Triton answers 400), so a load balancer sends elsewhere until fresh instances have
+loaded (with ``model_warmup``); the model's other instances stop serving meanwhile, and requests that still come
+get 404 "unknown model" instead of 500 "Stub process is not healthy". If the reload fails, or the restart budget
+(:class:`~..executor.pool.RestartBudget`: so many reloads per time window) is spent, the model stays unloaded.
+A model instance whose device context is lost tells the watchdog first, through the
 Unix socket named by ``$PADDLEX_NPU_TRITON_WATCHDOG`` (:func:`listen`): the watchdog unloads the model and
 answers ``down``, and only then does the instance send its answers and exit (:mod:`.model`), so that a client
 that reads the loss's 503 finds the model not ready. Each event is reported through ``say``.
