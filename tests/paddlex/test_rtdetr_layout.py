@@ -2,8 +2,8 @@
 weights** (no package ships its weights; :mod:`tests.paddlex.rtdetr_seeded` builds the folders from PaddleX 3.7's
 own ``RTDETR`` and caches them): ``convert`` plans the package from p2o's ONNX (static 800x800, the boxes output
 pinned to [300, 6], GridSample for CANN 8 only), and PaddleX's layout predictor on the route (reference runtime)
-gives the boxes, classes and scores that PaddleX's ``onnxruntime`` engine gives on the same ONNX and its
-``paddle_dynamic`` engine on the same weights.
+gives the boxes, classes and scores that PaddleX's ``onnxruntime`` engine gives on the same ONNX, its
+``paddle_dynamic`` engine on the same weights and its ``paddle_static`` engine on the exported program.
 
 The build takes about a minute and downloads the ``p2o`` wheel: these tests skip until it is cached
 (``.venv/bin/python -m tests.paddlex.rtdetr_seeded``).
@@ -78,6 +78,16 @@ def test_layout_on_the_route_equals_paddlex_onnxruntime_and_paddle_dynamic_engin
     dyn = _boxes(
         create_model(seeded.MODEL, model_dir=str(dirs["dynamic"]), engine="paddle_dynamic", device="cpu"), image
     )
+    static = _boxes(
+        create_model(
+            seeded.MODEL,
+            model_dir=str(dirs["static"]),
+            engine="paddle_static",
+            device="cpu",
+            engine_config={"run_mode": "paddle"},  # oneDNN (the CPU default) fails on this program's attributes
+        ),
+        image,
+    )
     # the boxes the shaped bias gives on this page: several classes, several boxes each
     assert len(route) == sum(s["boxes"] for s in shaped) and len(set(route[:, 0])) == len(shaped) >= 3
     assert sorted(set(route[:, 0].astype(int))) == sorted(s["class"] for s in shaped)
@@ -85,3 +95,6 @@ def test_layout_on_the_route_equals_paddlex_onnxruntime_and_paddle_dynamic_engin
     assert (route[:, 0] == dyn[:, 0]).all()
     np.testing.assert_allclose(route[:, 1], dyn[:, 1], atol=1e-4)  # measured: 2e-6
     np.testing.assert_allclose(route[:, 2:], dyn[:, 2:], atol=0.05)  # pixels of a 1000x1300 page; measured: 0.002
+    assert (route[:, 0] == static[:, 0]).all()  # the exported PIR program on Paddle Inference
+    np.testing.assert_allclose(route[:, 1], static[:, 1], atol=1e-4)
+    np.testing.assert_allclose(route[:, 2:], static[:, 2:], atol=0.05)
