@@ -523,14 +523,19 @@ def _pinned(onnx: OnnxModel, specs: List[mf.InputSpec], notes: List[str]) -> Onn
     from ..om.graph import ge_output_dims
     from .loop_convert import pin_outputs
 
-    proto = onnx_lib.load(str(onnx.path))
     shapes = [list(i.shape) for i in specs]
+    if any(d < 0 for s in shapes for d in s):
+        return onnx  # not one static shape (the gears or ranges decide)
+    proto = onnx_lib.load(str(onnx.path))
     inferred = ge_output_dims(proto, shapes) or [[-1]] * len(onnx.outputs)
-    open_outputs = [n for n, d in zip(onnx.outputs, inferred) if any(x < 0 for x in d)]
+    open_outputs = [n for n, d in zip(onnx.outputs, inferred) if d is None or any(x < 0 for x in d)]
     if not open_outputs:
         return onnx
     feeds = {i.name: np.zeros(i.shape, np.dtype(i.dtype)) for i in specs}
-    ran = dict(zip(onnx.outputs, onnx.session.run(None, feeds)))
+    try:
+        ran = dict(zip(onnx.outputs, onnx.session.run(None, feeds)))
+    except Exception:  # noqa: BLE001 - the model cannot take the shape: _check_loadable refuses it, naming it
+        return onnx
     pin_outputs(proto, {n: (list(ran[n].shape), ran[n].dtype) for n in open_outputs})
     onnx_lib.save(proto, str(onnx.path))
     notes.append(f"outputs {open_outputs} end in a Reshape to their static shapes (GE cannot infer them otherwise)")

@@ -86,15 +86,49 @@ def ge_output_names(proto: Any) -> List[str]:
     return [f"{producers.get(o.name, o.name + ':0')}:{o.name}" for o in proto.graph.output]
 
 
+def rank_merged_outputs(proto: Any) -> Set[str]:
+    """Graph outputs of a rank GE cannot know: computed from an ``If`` whose branches return different ranks (GE
+    merges them to UNKNOWN_RANK, hicann/ge ``docs/en/design/features/infer_shape.md:300``, correction 33), unless a
+    ``Reshape`` to a constant shape types the value again on the way. ONNX's inference (onnx 1.x) does the same
+    merge for the ``If`` itself."""
+    onnx = require("onnx", "ONNX shape inference")
+    model = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+    graph = model.graph
+    consts = {t.name for t in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    tainted: Set[str] = set()
+    for node in graph.node:  # topologically sorted
+        if node.op_type == "If":
+            ranks = []
+            for a in node.attribute:
+                if a.HasField("g"):
+                    out = a.g.output
+                    ranks.append(
+                        tuple(
+                            len(o.type.tensor_type.shape.dim) if o.type.tensor_type.HasField("shape") else -1
+                            for o in out
+                        )
+                    )
+            if len(ranks) == 2 and all(r >= 0 for rs in ranks for r in rs) and ranks[0] != ranks[1]:
+                tainted.update(node.output)
+                continue
+        if node.op_type == "Reshape" and len(node.input) > 1 and node.input[1] in consts:
+            continue
+        if any(i in tainted for i in node.input):
+            tainted.update(node.output)
+    return {o.name for o in graph.output if o.name in tainted}
+
+
 UNKNOWN_RANK = [-2]  # GE's UNKNOWN_RANK shape, as ACL reports it for an output whose rank is not known
 
 
-def ge_output_dims(proto: Any, shapes: Sequence[Sequence[int]]) -> Optional[List[List[int]]]:
-    """Output dims as GE infers them for inputs of ``shapes`` (-1: a dim not known), from the graph alone: the
-    declared shapes of the graph's outputs and intermediate values are dropped first, since GE infers every
-    shape itself and ignores ONNX's annotations (correction 33). An output whose rank is not known (an ``If``
-    whose branches return different ranks merges to UNKNOWN_RANK, ``docs/en/design/features/infer_shape.md``)
-    is :data:`UNKNOWN_RANK`. None when the inference gives up on the graph."""
+def ge_output_dims(proto: Any, shapes: Sequence[Sequence[int]]) -> Optional[List[Optional[List[int]]]]:
+    """Output dims as GE infers them for inputs of ``shapes``, from the graph alone: the declared shapes of the
+    graph's outputs and intermediate values are dropped first, since GE infers every shape itself and ignores
+    ONNX's annotations (correction 33). An output computed from an ``If`` whose branches return different ranks is
+    :data:`UNKNOWN_RANK` (:func:`rank_merged_outputs`); -1 marks a dim ONNX's inference does not tell and None an
+    output whose rank it does not tell: GE folds shape arithmetic at a static shape, which ONNX's inference often
+    cannot (paddle2onnx's ``Reshape`` to a computed shape), so the caller decides those. None when the inference
+    gives up on the graph."""
     onnx = require("onnx", "ONNX shape inference")
     model = onnx.ModelProto()
     model.CopyFrom(proto)
@@ -116,11 +150,14 @@ def ge_output_dims(proto: Any, shapes: Sequence[Sequence[int]]) -> Optional[List
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True).graph.output
     except Exception:  # noqa: BLE001 - shape inference gives up on some graphs: nothing known
         return None
-    out: List[List[int]] = []
+    merged = rank_merged_outputs(model)
+    out: List[Optional[List[int]]] = []
     for o in inferred:
         t = o.type.tensor_type
-        if not t.HasField("shape"):
+        if o.name in merged:
             out.append(list(UNKNOWN_RANK))
+        elif not t.HasField("shape"):
+            out.append(None)  # rank not told by ONNX's inference (GE folds the shape arithmetic: see the caller)
         else:
             out.append([d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim])
     return out

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..deps import require
 from ..errors import ConfigError, RuntimeUnavailableError, ShapeInferenceError
-from ..om.graph import data_dependent_outputs, ge_output_dims, ge_output_names, load_graph, output_dims
+from ..om.graph import UNKNOWN_RANK, data_dependent_outputs, ge_output_dims, ge_output_names, load_graph, output_dims
 from ..om.manifest import OMManifest, default_for, parse, sha256
 from .dtypes import ONNX_TYPES, dtype, numpy_dtype
 
@@ -173,10 +173,10 @@ class ReferenceOM:
         return self._proto
 
     def _ge_dims(self) -> List[List[int]]:
-        """A static OM's output dims as GE infers them at its one shape (:func:`ge_output_dims`): an output GE
-        cannot type from the graph is reported open, as ACL would. Gear and dymshape OMs, and graphs the
-        inference gives up on, keep the ONNX's declared dims (ONNX's inference with symbolic dims loses ranks
-        that GE, folding the shape arithmetic, keeps: PP-OCR's recognition head)."""
+        """A static OM's output dims as GE infers them at its one shape (:func:`ge_output_dims`; the ONNX's
+        annotations are not used): an output of a rank GE cannot know is ``[-2]``, as ACL would report it. Gear and
+        dymshape OMs, and graphs the inference gives up on, keep the ONNX's declared dims (ONNX's inference with
+        symbolic dims loses ranks that GE, folding the shape arithmetic, keeps: PP-OCR's recognition head)."""
         declared = [_dims(node.shape) for node in self.ort.get_outputs()]
         if self.mode != "static":
             return declared
@@ -184,15 +184,20 @@ class ReferenceOM:
         self._ge_inferred = inferred is not None
         return declared if inferred is None else inferred
 
-    def _static_outputs(self, dims: List[List[int]]) -> Tuple[List[List[int]], List[int]]:
-        """A static OM's outputs have the shapes GE inferred when it compiled: an output whose dims it cannot
-        tell stays open (-1, size 0), which the runner refuses for a static OM as ACL's descriptors would show
-        it. Only where the inference gives up on the whole graph (an operator onnx does not know, which GE may
-        know) does the model run once at the static shape, as the best stand-in for GE's own inference."""
-        if self._ge_inferred:
+    def _static_outputs(self, dims: List[Any]) -> Tuple[List[List[int]], List[int]]:
+        """A static OM's outputs have the shapes GE inferred when it compiled: an output of a rank GE cannot know
+        (``[-2]``: through an ``If`` of two ranks) stays open, with size 0, which the runner refuses for a static OM
+        as it would the device's descriptors. Where ONNX's inference only fails to follow the shape arithmetic
+        that GE folds at a static shape, the model runs once at that shape, as the best stand-in for GE's own."""
+        unknown = [d is None or (d != UNKNOWN_RANK and any(x < 0 for x in d)) for d in dims]
+        if self._ge_inferred and not any(unknown):
             return dims, self._bytes(dims)
         ran = [list(o.shape) for o in self.run(self.zeros(self.gears[0]))]
-        fixed = [d if n in self.data_dependent else r for n, d, r in zip(self.output_names, dims, ran)]
+        fixed = [
+            d if n in self.data_dependent or not u else r for n, d, r, u in zip(self.output_names, dims, ran, unknown)
+        ]
+        if not self._ge_inferred:
+            fixed = [d if n in self.data_dependent else r for n, d, r in zip(self.output_names, dims, ran)]
         return fixed, self._bytes(fixed)
 
     def _bytes(self, dims: Optional[List[List[int]]]) -> List[int]:
