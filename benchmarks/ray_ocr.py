@@ -3,7 +3,7 @@
 Starts a two-node local Ray cluster (``ray.cluster_utils.Cluster`` on 127.0.0.1, one simulated NPU per node),
 renders ``--pages`` pages, records the simulated device's outputs once (a warm-up pass), then measures:
 
-- the executor (:class:`paddlex_npu.executor.ParallelExecutor`, npu:0,1, one worker each);
+- the executor (:class:`paddlex_npu.ParallelExecutor`, npu:0,1, one worker each);
 - :func:`paddlex_npu.ray.ocr` with 2 NPU actors, decoding in CPU tasks before the actors (``decode="tasks"``)
   and in the actors (``decode="actor"``);
 - ``paddlex-npu ray-ocr`` as a user starts it: the time of the whole command (its summary line).
@@ -66,7 +66,7 @@ def _figures(name: str, start: float, arrivals: List[float], seconds: List[float
 
 
 def run_executor(config, pages: List[str], sim_env: Dict[str, str], threads: str = "") -> Dict:
-    from paddlex_npu.executor import ParallelExecutor
+    from paddlex_npu import ParallelExecutor
 
     start = time.monotonic()
     worker_env = {**sim_env, "OMP_NUM_THREADS": threads} if threads else sim_env

@@ -14,7 +14,7 @@ to import without patching, then call :func:`install` yourself. Without PaddleX 
 runtime and OM layers need no PaddleX); :func:`install` then says what to install.
 
 Layers (each imports only those before it; docs/architecture.md): the base modules (``errors``, ``envs``, ...)
-→ ``om`` → ``run`` → ``paddlex`` → ``executor`` → ``build`` → ``samples`` → ``reports`` → ``serve`` → ``deploy``
+→ ``om`` → ``run`` → ``executor`` → ``paddlex`` → ``build`` → ``samples`` → ``reports`` → ``serve`` → ``deploy``
 → ``perf`` → ``ray`` → ``cli``.
 
 Many inputs, K worker processes per device, results in input order::
@@ -57,10 +57,11 @@ from .errors import (
     WorkerStartError,
     http_status,
 )
-from .executor import ItemResult, ParallelExecutor, parallel
+from .executor import ItemResult
 from .paddlex.autoinstall import install_when_paddlex_loads
 from .paddlex.fonts import use_system_font
 from .paddlex.multidevice import register_executor
+from .paddlex.parallel import ParallelExecutor, parallel
 from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
 

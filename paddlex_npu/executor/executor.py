@@ -34,10 +34,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Optiona
 from .. import envs
 from ..errors import ExecutorError, Failure, PoolClosedError, WorkerStartError
 from .pool import Outcome, RestartBudget, WorkerInfo, WorkerPool
-from .worker import PADDLEX_METER, WorkerSpec, thread_env
-
-PLAIN_RESULT = "paddlex_npu.paddlex.pipelines:plain_result"  # a PaddleX result as plain data
-STAGE_METER = "paddlex_npu.paddlex.stages:stage_meter"  # the simulated device's counters and the stage times
+from .worker import Hook, WorkerSpec, thread_env
 
 ItemError = Failure  # why one input failed: type, message, traceback, category (the pool's one failure type)
 
@@ -73,8 +70,14 @@ class ParallelExecutor:
     the input reported as an error (``RequestTimeout``), not retried. ``retries``: how many times an input whose
     worker died runs again (default 1). ``restarts``: how many dead workers are replaced per time window (default:
     2 per worker per 10 minutes, :class:`~.pool.RestartBudget`). Workers start in the constructor; it returns when
-    all are ready. The pipeline is built by PaddleX in each worker (by dotted path: this layer imports no PaddleX).
+    all are ready. This layer knows no pipeline: the hooks below (:class:`~.worker.WorkerSpec`'s) are set by a
+    subclass in the layer that does (PaddleX's: :class:`paddlex_npu.paddlex.parallel.ParallelExecutor`).
     """
+
+    factory: Optional[Hook] = None  # builds the pipeline in each worker
+    meter: Optional[Hook] = None  # its counters join each input's timing
+    stage_meter: Optional[Hook] = None  # the same with the stage times (``stages=True``)
+    result: Optional[Hook] = None  # the transform when none is given
 
     def __init__(
         self,
@@ -103,10 +106,12 @@ class ParallelExecutor:
         worker_env = {**thread_env(len(devices) * workers_per_device), **(env or {})}
         if runtime:
             worker_env[envs.RUNTIME.name] = runtime
-        meter = STAGE_METER if stages else PADDLEX_METER
+        meter = self.stage_meter if stages else self.meter
         predict = dict(predict_kwargs or {})
         specs = {
-            d: WorkerSpec(pipeline, d, create_kwargs, predict, transform or PLAIN_RESULT, worker_env, meter=meter)
+            d: WorkerSpec(
+                pipeline, d, create_kwargs, predict, transform or self.result, worker_env, self.factory, meter
+            )
             for d in devices
         }
         self.size = len(devices) * workers_per_device
@@ -255,10 +260,3 @@ def _refuse_in_bootstrapping_worker() -> None:
             'spawned and import it again): put the code that calls parallel(), ParallelExecutor or a device="npu:0,1"'
             ' pipeline under if __name__ == "__main__":'
         )
-
-
-def parallel(pipeline: Union[str, Dict[str, Any]], inputs: Iterable[Any], **options: Any) -> Iterator[ItemResult]:
-    """Run ``pipeline`` over ``inputs`` with worker processes (see :class:`ParallelExecutor` for ``options``);
-    yields one :class:`ItemResult` per input, in input order, then stops the workers."""
-    with ParallelExecutor(pipeline, **options) as ex:
-        yield from ex.map(inputs)

@@ -1,10 +1,11 @@
 """The worker process of the executor and of ``serve`` (one supervised pool, :mod:`.pool`): one pipeline (its own
 sessions) on one device, one input at a time, answering over a pipe. It knows nothing of PaddleX or the simulator:
-its :class:`WorkerSpec` names the *factory* that builds the pipeline (PaddleX's by default, by dotted path) and the
-*meter* whose counters each input's timing adds. The messages are the dataclasses below: to the worker
-:class:`Task` or ``None`` (stop); from it :class:`Ready`, :class:`Fatal` (the pipeline did not load) and
-:class:`Done` (one per task, in order). A task whose error is device-fatal (:class:`~..errors.DeviceLostError`) is
-answered, then the worker exits: its supervisor starts a fresh process.
+its :class:`WorkerSpec` names the *factory* that builds the pipeline and the *meter* whose counters each input's
+timing adds, both given by the spec's maker (PaddleX's: :mod:`paddlex_npu.paddlex.parallel`, ``serve``'s workers).
+The messages are the dataclasses below: to the worker :class:`Task` or ``None`` (stop); from it :class:`Ready`,
+:class:`Fatal` (the pipeline did not load) and :class:`Done` (one per task, in order). A task whose error is
+device-fatal (:class:`~..errors.DeviceLostError`) is answered, then the worker exits: its supervisor starts a fresh
+process.
 
 :class:`Runner` is the public entry for a caller that holds the pipeline in its own process (Ray Serve's replica):
 the same call, transform, timing and :class:`~..errors.Failure` as a worker's."""
@@ -24,9 +25,6 @@ from typing import Any, Callable, Dict, List, Optional, Union
 from ..errors import Failure
 from ..log import configure_from_environment
 
-# The defaults of a PaddleX worker, by dotted path (``module:name``) so that this layer imports no PaddleX.
-PADDLEX_FACTORY = "paddlex_npu.paddlex.pipelines:create_on_device"
-PADDLEX_METER = "paddlex_npu.paddlex.stages:device_meter"  # the simulated device's counters
 Hook = Union[str, Callable[..., Any]]
 Reading = Callable[[], Dict[str, float]]
 
@@ -49,7 +47,8 @@ class WorkerSpec:
     results; ``transform(result, **transform_kwargs)`` turns each into what is sent back (default: as it is);
     ``wrap(pipeline, device_id)`` runs once it is loaded; ``meter(pipeline)`` returns a reading of cumulative
     counters (``{name: value}``) whose change over an input joins its timing. Hooks are callables that pickle
-    (module-level functions) or ``"module:name"``; ``env`` is set before anything is imported or built."""
+    (module-level functions) or ``"module:name"``; ``env`` is set before anything is imported or built. There is
+    no default factory: this layer knows no pipeline."""
 
     pipeline: Any
     device_id: int
@@ -57,9 +56,13 @@ class WorkerSpec:
     predict_kwargs: Dict[str, Any] = field(default_factory=dict)
     transform: Optional[Hook] = None
     env: Dict[str, str] = field(default_factory=dict)
-    factory: Hook = PADDLEX_FACTORY
-    meter: Optional[Hook] = PADDLEX_METER
+    factory: Optional[Hook] = None
+    meter: Optional[Hook] = None
     wrap: Optional[Hook] = None
+
+    def __post_init__(self) -> None:
+        if self.factory is None:
+            raise ValueError("a WorkerSpec needs factory=, the callable (or 'module:name') that builds its pipeline")
 
 
 class Cause(enum.Enum):

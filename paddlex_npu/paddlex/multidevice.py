@@ -10,8 +10,8 @@ with its own pipeline on one device, ``$PADDLEX_NPU_WORKERS_PER_DEVICE`` per dev
 PaddleX keeps its own executor, so ``predict`` spreads the inputs over the devices: every file, page of a PDF,
 image array of a list, in input order, with PaddleX's result objects. Any other pipeline reaches PaddleX as is.
 
-The executor sits in a layer above this one, so the package registers it here at import
-(:func:`register_executor`, in ``paddlex_npu/__init__.py``); this module imports PaddleX only in :func:`apply`.
+The package registers the executor here at import (:func:`register_executor`, in ``paddlex_npu/__init__.py``:
+:class:`.parallel.ParallelExecutor`); this module imports PaddleX only in :func:`apply`.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ _LOCK = threading.RLock()
 
 
 # ---- PaddleX's basic serving ----------------------------------------------------------------------------------
+SERVING_UTILS = "paddlex.inference.serving.infra.utils"  # what serving_utils() returns, by name (a preload)
+
+
 def serving_utils() -> Any:
     """``paddlex.inference.serving.infra.utils`` (decoders, ``ImageTooLargeError``, ``get_raw_bytes``, ...)."""
     from paddlex.inference.serving.infra import utils

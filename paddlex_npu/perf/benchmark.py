@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import envs
 from ..errors import ConfigError, PaddlexNpuError
-from ..executor import ParallelExecutor
+from ..paddlex.parallel import ParallelExecutor
 from ..paddlex.patcher import paddlex_version
 from ..paddlex.pipelines import cpu_route, create_on_device
 from ..paddlex.stages import instrument

@@ -23,7 +23,7 @@ from ..errors import RequestTimeoutError
 from ..paddlex import serving as paddlex_serving
 
 DEFAULT_SLOTS = 2
-_PRELOAD = ["paddlex.inference.serving.infra.utils", "paddlex_npu.serve.render"]
+_PRELOAD = [paddlex_serving.SERVING_UTILS, __name__]  # PaddleX's decoders and this module, loaded once
 _CONTEXT_LOCK = threading.Lock()
 
 

@@ -12,7 +12,8 @@ from typing import Any, Dict, Optional, Sequence
 
 from ..executor.pool import RestartBudget, WorkerPool
 from ..executor.worker import WorkerSpec, thread_env
-from ..paddlex.pipelines import hpi_config
+from ..paddlex.pipelines import create_on_device, hpi_config
+from ..paddlex.stages import device_meter
 
 
 class Result:
@@ -46,7 +47,9 @@ def worker_spec(config: Dict[str, Any], device_id: int, runtime: Optional[str], 
     env = {**thread_env(workers), **({"PADDLEX_NPU_RUNTIME": runtime} if runtime else {})}
     from .metrics import instrument_worker
 
-    return WorkerSpec(pipeline, device_id, create, {}, serve_result, env, wrap=instrument_worker)
+    return WorkerSpec(
+        pipeline, device_id, create, {}, serve_result, env, create_on_device, device_meter, instrument_worker
+    )
 
 
 def check_packages(config: Dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from paddlex_npu.executor import ParallelExecutor
+from paddlex_npu.paddlex.parallel import ParallelExecutor
 from paddlex_npu.samples import assets
 from tests.helpers import REPO
 

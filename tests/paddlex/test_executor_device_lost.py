@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddlex_npu.executor import ParallelExecutor
+from paddlex_npu.paddlex.parallel import ParallelExecutor
 from paddlex_npu.samples import assets
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from paddlex_npu.executor import ParallelExecutor
+from paddlex_npu.paddlex.parallel import ParallelExecutor
 from paddlex_npu.samples import assets
 
 

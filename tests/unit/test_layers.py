@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,8 @@ ORDER = [
     "base",
     "om",
     "run",
-    "paddlex",
     "executor",
+    "paddlex",
     "build",
     "samples",
     "reports",
@@ -102,6 +103,68 @@ def test_no_module_imports_upward_or_paddlex_outside_its_layer(name, path):
                 pytest.fail(f"{name} ({own} layer) imports {target} ({other} layer, above it)")
         elif top in FORBIDDEN.get(own, ()):
             pytest.fail(f"{name} ({own} layer) imports {top}, which only the paddlex layer may import")
+
+
+# a string that is a module's dotted path (``a.b.c``, ``a.b:name``) of paddlex-npu or of the packages FORBIDDEN names
+DOTTED = re.compile(r"^(?P<top>[a-z_]\w*)(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$|^(?P<top2>[a-z_]\w*):[A-Za-z_]\w*$")
+
+
+def dotted_strings(source: str) -> list:
+    """(line, dotted path) of each string that names a module (``"pkg.mod"``, ``"pkg.mod:name"``): an import by
+    name (a hook, a preload, ``sys.modules.get``). Docstrings and a command's ``-m`` module (a program run, not
+    imported) are not."""
+    tree = ast.parse(source)
+    skip = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        ):
+            skip.add(id(body[0].value))  # a docstring
+        if isinstance(node, (ast.List, ast.Tuple)):
+            skip |= {id(b) for a, b in zip(node.elts, node.elts[1:]) if isinstance(a, ast.Constant) and a.value == "-m"}
+    return sorted(
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip and DOTTED.match(n.value)
+    )
+
+
+def test_the_string_scan_finds_a_hook_and_a_preload_but_not_a_command_or_a_docstring():
+    snippet = (
+        'def f():\n    """paddlex_npu.paddlex.pipelines: a docstring."""\n'
+        'FACTORY = "paddlex_npu.paddlex.pipelines:create_on_device"\n'
+        'PRELOAD = ["paddlex.inference.serving.infra.utils", "numpy"]\n'
+        'argv = [sys.executable, "-m", "paddlex_npu.cli", "serve"]\n'
+        'text = "see docs/architecture.md. Then run it."\n'
+    )
+    assert dotted_strings(snippet) == [
+        (3, "paddlex_npu.paddlex.pipelines:create_on_device"),
+        (4, "paddlex.inference.serving.infra.utils"),
+    ]
+
+
+@pytest.mark.parametrize("name, path", list(modules()), ids=[n for n, _ in modules()])
+def test_no_string_names_a_module_of_a_layer_above_or_paddlex_outside_its_layer(name, path):
+    """The layering rule holds for imports by name too: a hook or preload given as a dotted string names only a
+    module of its own layer or one below, and PaddleX (or Paddle, PaddleOCR) only in the paddlex layer."""
+    own = layer_of(name)
+    if own == "root":
+        return
+    for line, target in dotted_strings(path.read_text(encoding="utf-8")):
+        module = target.split(":")[0]
+        top = module.split(".")[0]
+        if top == "paddlex_npu" and "." in module:
+            other = layer_of(module)
+            if other in ORDER and ORDER.index(other) > ORDER.index(own):
+                pytest.fail(
+                    f"{name}:{line} ({own} layer) names {target!r} ({other} layer, above it): take it from the caller"
+                )
+        elif top in FORBIDDEN.get(own, ()):
+            pytest.fail(f"{name}:{line} ({own} layer) names {target!r}: only the paddlex layer names {top}'s modules")
 
 
 def test_every_folder_is_a_layer():
@@ -339,14 +402,18 @@ def imported_names(name: str, path: Path):
 
 def test_the_executor_imports_neither_paddlex_nor_the_simulator():
     """The pool knows nothing of PaddleX or the simulator: no module of ``executor`` imports PaddleX, paddlex-npu's
-    PaddleX layer or the simulated device, at any level (function-level imports included); its workers reach
-    them through the factory and meter their spec names."""
+    PaddleX layer or the simulated device, at any level (function-level imports included), nor names one in a
+    string (a hook's ``"module:name"``); its workers reach them through the factory and meter their caller gives."""
     banned = ("paddlex", "paddle", "paddleocr", "paddlex_npu.paddlex", "paddlex_npu.run.simulated")
     found = [
-        f"{name} imports {target}"
+        f"{name} {how} {target}"
         for name, path in modules()
         if layer_of(name) == "executor"
-        for target in imported_names(name, path)
+        for how, targets in (
+            ("imports", imported_names(name, path)),
+            ("names", [s.split(":")[0] for _, s in dotted_strings(path.read_text(encoding="utf-8"))]),
+        )
+        for target in targets
         if any(target == b or target.startswith(b + ".") for b in banned)
     ]
     assert not found, found

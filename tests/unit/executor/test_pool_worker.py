@@ -14,8 +14,6 @@ import pytest
 
 from paddlex_npu.executor import worker
 from paddlex_npu.executor.worker import (
-    PADDLEX_FACTORY,
-    PADDLEX_METER,
     Cause,
     Done,
     Fatal,
@@ -41,14 +39,13 @@ def test_a_hook_is_a_callable_or_a_dotted_path():
             resolve(bad)
 
 
-def test_the_paddlex_defaults_name_paddlex_npu_functions_this_layer_does_not_import():
-    from paddlex_npu.executor.executor import PLAIN_RESULT, STAGE_METER
-
-    spec = WorkerSpec("ocr", 0)
-    assert (spec.factory, spec.meter, spec.transform, spec.wrap) == (PADDLEX_FACTORY, PADDLEX_METER, None, None)
+def test_a_spec_names_its_factory_this_layer_has_none():
+    """The executor knows no pipeline: a spec without a factory is refused; nothing else is assumed."""
+    with pytest.raises(ValueError, match="a WorkerSpec needs factory="):
+        WorkerSpec("ocr", 0)
+    spec = WorkerSpec("ocr", 0, factory=tp.create)
+    assert (spec.factory, spec.meter, spec.transform, spec.wrap) == (tp.create, None, None, None)
     assert spec.create_kwargs is None and spec.predict_kwargs == {} and spec.env == {}
-    names = [resolve(h).__name__ for h in (PADDLEX_FACTORY, PADDLEX_METER, PLAIN_RESULT, STAGE_METER)]
-    assert names == ["create_on_device", "device_meter", "plain_result", "stage_meter"]
 
 
 def test_load_builds_wraps_and_meters_the_pipeline():
