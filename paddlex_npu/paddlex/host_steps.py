@@ -24,7 +24,7 @@ are), the warp reads every source pixel at a whole position, where its cubic wei
 fixed point: the crop is the slice, copied. Every other box (rotated, scaled by ``boxPoints``' rounding, at the
 image's border, not 8-bit) goes to PaddleX's warp. Its reader, and that of a document pipeline (table
 recognition, layout parsing, PP-StructureV3) with a model on the route, reads PNG files by
-:class:`.png_read.FastRead` (OpenCV's pixels, the inflate by zlib-ng); a table pipeline matches OCR boxes to
+:class:`..kernels.png_read.FastRead` (OpenCV's pixels, the inflate by zlib-ng); a table pipeline matches OCR boxes to
 cells by :mod:`.table_match` (PaddleX's matches, computed at once).
 
 Resize and ``ToCHW`` of detection stay PaddleX's. Texts, scores and boxes are PaddleX's
@@ -40,8 +40,8 @@ from typing import Any, Callable, List, NamedTuple, Optional
 import numpy as np
 
 from ..errors import ConfigError, InputMismatchError
+from ..kernels import png_read
 from ..run.runner import OMRunner
-from . import png_read
 from .record import Row
 
 
@@ -254,7 +254,7 @@ def fit_recognition(predictor: Any) -> bool:
 def fit_pipeline(pipeline: Any) -> bool:
     """When an OCR pipeline's detector is on the OM route: its text boxes cropped by :class:`TranslatedCrop` (where
     its cropper is PaddleX's ``CropByPolys`` of quadrilaterals) and its image files read by
-    :class:`.png_read.FastRead` (where its reader is PaddleX's OpenCV one and zlib-ng is installed). False when
+    :class:`..kernels.png_read.FastRead` (where its reader is PaddleX's OpenCV one and zlib-ng is installed). False when
     neither applies."""
     if om_runner_of(getattr(pipeline, "text_det_model", None)) is None:
         return False
@@ -264,7 +264,7 @@ def fit_pipeline(pipeline: Any) -> bool:
 
 def fit_document(pipeline: Any) -> bool:
     """When any model of a document pipeline (table recognition, layout parsing, PP-StructureV3) is on the OM route:
-    its own image files read by :class:`.png_read.FastRead`, as :func:`fit_pipeline` does for OCR (its OCR
+    its own image files read by :class:`..kernels.png_read.FastRead`, as :func:`fit_pipeline` does for OCR (its OCR
     sub-pipeline is handed arrays, not files). False when it is not on the route or its reader is not PaddleX's
     OpenCV one."""
     return on_route(pipeline) and fit_reader(getattr(pipeline, "img_reader", None))
@@ -295,8 +295,8 @@ def fit_cropper(cropper: Any) -> bool:
 
 
 def fit_reader(reader: Any) -> bool:
-    """PaddleX's ``ReadImage`` reading files by :class:`.png_read.FastRead` when its backend is PaddleX's OpenCV
-    one and zlib-ng is installed; False otherwise."""
+    """PaddleX's ``ReadImage`` reading files by :class:`..kernels.png_read.FastRead` when its backend is PaddleX's
+    OpenCV one and zlib-ng is installed; False otherwise."""
     from paddlex.inference.utils.io.readers import OpenCVImageReaderBackend
 
     backend = getattr(getattr(reader, "_img_reader", None), "_backend", None)

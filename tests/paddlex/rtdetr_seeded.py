@@ -1,14 +1,16 @@
-"""PP-DocLayout_plus-L (RT-DETR-L, PP-StructureV3's default layout model) of the real architecture with seeded
-weights: no package on the registries ships its weights (issue 55, item 4). Built once into
-``.cache/seeded/PP-DocLayout_plus-L-v<N>/`` by ``.venv/bin/python -m tests.paddlex.rtdetr_seeded`` (PaddleX 3.7,
-about two minutes on two busy cores; downloads the ``p2o`` wheel with pip), never committed:
+"""PP-DocLayout_plus-L (RT-DETR-L, PP-StructureV3's default layout model) and RT-DETR-L_wired_table_cell_det
+(table_recognition_v2's cell detector; the wireless one has the same architecture and config) of the real
+architecture with seeded weights: no package on the registries ships their weights (issue 55, item 4). Built once
+each into ``.cache/seeded/<model>-v<N>/`` by ``.venv/bin/python -m tests.paddlex.rtdetr_seeded [MODEL...]``
+(PaddleX 3.7, about a minute each on two busy cores; downloads the ``p2o`` wheel with pip), never committed:
 
 - ``dynamic/``: ``config.json`` + ``model.safetensors`` (Hugging Face layout) + ``inference.yml`` for PaddleX's
   ``paddle_dynamic`` engine, from PaddleX's own ``RTDETR`` (``object_detection/modeling/rt_detr.py``) with PaddleX's
   published config for the model (``pdparams2safetensors``: ``MODEL_CONFIGS``, ``build_inference_meta``: 800x800
-  bicubic resize, pixels / 255, the 20 labels), weights from ``paddle.seed``; the last class head's bias is shaped
-  on the rendered page (``samples/tables.render_page``) so that a few queries of a few classes score above the 0.5
-  threshold, each by a margin (an untrained head puts every query on one or two classes);
+  (layout) or 640x640 (cells) bicubic resize, pixels / 255, the labels), weights from ``paddle.seed``; the last
+  class head's bias is shaped on the model's rendered image (a page, ``samples/tables.render_page``; a ruled table,
+  ``render_table``) so that a few queries of a few classes score above the 0.5 threshold, each by a margin (an
+  untrained head puts every query on one or two classes);
 - ``static/``: ``paddle.jit.to_static(full_graph=True)`` + ``jit.save`` at batch 1 (PIR ``inference.json``), after
   three equivalent rewrites of PaddleX's code (:data:`REWRITES`) that the static program or ``p2o`` needs;
 - ``onnx/``: ``p2o`` 0.1.2's ONNX of that program (opset 17: GridSample, TopK, GatherND) + ``inference.yml``,
@@ -30,16 +32,15 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
-MODEL = "PP-DocLayout_plus-L"
+LAYOUT, CELLS = "PP-DocLayout_plus-L", "RT-DETR-L_wired_table_cell_det"
+MODELS = (LAYOUT, CELLS)
 VERSION = 1
 REPO = Path(__file__).resolve().parents[2]
-ROOT = REPO / ".cache" / "seeded" / f"{MODEL}-v{VERSION}"
 SEED = 20261207
 P2O = "p2o==0.1.2"
 SOC = "Ascend310P3"
-SIZE = 800  # PaddleX's Resize target for this model (inference.yml)
-CLASSES = 5  # classes given boxes on the page
-MAX_PER_CLASS = 6
+SIZE = {LAYOUT: 800, CELLS: 640}  # PaddleX's Resize target for the model (its inference.yml)
+SHAPED = {LAYOUT: (5, 6), CELLS: (1, 16)}  # (classes given boxes, most boxes per class)
 MIN_GAP = 0.06  # logits: a score margin of about 0.007 either side of the 0.5 threshold
 REWRITES = (
     "RTDETRFrozenBatchNorm2d.forward: rsqrt -> 1 / sqrt (p2o 0.1.2 has no rsqrt)",
@@ -49,20 +50,28 @@ REWRITES = (
 )
 
 
-def folders(root: Path = ROOT) -> Dict[str, Path]:
-    return {k: root / k for k in ("dynamic", "static", "onnx", "om")}
+def root(model: str = LAYOUT) -> Path:
+    return REPO / ".cache" / "seeded" / f"{model}-v{VERSION}"
 
 
-def built(root: Path = ROOT) -> bool:
-    return (root / "build.json").is_file()
+def folders(model: str = LAYOUT) -> Dict[str, Path]:
+    return {k: root(model) / k for k in ("dynamic", "static", "onnx", "om")}
 
 
-def page(root: Path = ROOT) -> Path:
-    """The rendered page the bias was shaped on (rendered again if missing)."""
-    from paddlex_npu.samples.tables import render_page
+def built(model: str = LAYOUT) -> bool:
+    return (root(model) / "build.json").is_file()
 
-    png = root / "page" / "page.png"
-    return png if png.is_file() else render_page(root / "page")[0]
+
+def page(model: str = LAYOUT) -> Path:
+    """The rendered image the bias was shaped on: a page for the layout model, a ruled table for the cell
+    detector (rendered again if missing)."""
+    from paddlex_npu.samples.tables import HEADER, ITEMS, render_page, render_table
+
+    folder = root(model) / "page"
+    png = folder / ("page.png" if model == LAYOUT else "table.png")
+    if png.is_file():
+        return png
+    return render_page(folder)[0] if model == LAYOUT else render_table([HEADER] + ITEMS, png)
 
 
 def _rewrites() -> None:
@@ -106,36 +115,36 @@ def _rewrites() -> None:
     R.MultiScaleDeformableAttention.forward = msda_forward
 
 
-def _pixels(png: Path) -> np.ndarray:
-    """The page as PaddleX's preprocessing for this model gives it: RGB, 800x800 bicubic, / 255, NCHW."""
+def _pixels(png: Path, size: int) -> np.ndarray:
+    """The image as PaddleX's preprocessing for these models gives it: RGB, size x size bicubic, / 255, NCHW."""
     import cv2
 
     rgb = cv2.cvtColor(cv2.imread(str(png)), cv2.COLOR_BGR2RGB)
-    x = cv2.resize(rgb, (SIZE, SIZE), interpolation=cv2.INTER_CUBIC).astype(np.float32) / 255.0
+    x = cv2.resize(rgb, (size, size), interpolation=cv2.INTER_CUBIC).astype(np.float32) / 255.0
     return x.transpose(2, 0, 1)[None]
 
 
-def shaped_bias(raw: np.ndarray) -> Tuple[np.ndarray, List[Dict[str, Any]]]:
+def shaped_bias(raw: np.ndarray, classes: int, most: int) -> Tuple[np.ndarray, List[Dict[str, Any]]]:
     """The class head's bias from its logits without bias ``raw`` [queries, classes]: per class, the most queries
-    k <= :data:`MAX_PER_CLASS` whose k-th and (k+1)-th best logits are at least :data:`MIN_GAP` apart; for the
-    :data:`CLASSES` classes with most (then widest gap), the bias puts the threshold (logit 0) half-way between
-    them; every other class stays 4 below its best query."""
+    k <= ``most`` whose k-th and (k+1)-th best logits are at least :data:`MIN_GAP` apart; for the ``classes``
+    classes with most (then widest gap), the bias puts the threshold (logit 0) half-way between them; every other
+    class stays 4 below its best query."""
     bias = -raw.max(0) - 4.0
     best = []
     for c in range(raw.shape[1]):
-        top = np.sort(raw[:, c])[::-1][: MAX_PER_CLASS + 1]
+        top = np.sort(raw[:, c])[::-1][: most + 1]
         gaps = top[:-1] - top[1:]
-        wide = [k for k in range(MAX_PER_CLASS) if gaps[k] >= MIN_GAP]
+        wide = [k for k in range(most) if gaps[k] >= MIN_GAP]
         if wide:
             k = wide[-1]
             best.append((k + 1, float(gaps[k]), c, float(-(top[k] + top[k + 1]) / 2)))
-    chosen = sorted(best, reverse=True)[:CLASSES]
+    chosen = sorted(best, reverse=True)[:classes]
     for _, _, c, b in chosen:
         bias[c] = b
     return bias.astype(np.float32), [{"class": c, "boxes": k, "logit_margin": g / 2} for k, g, c, _ in chosen]
 
 
-def _seeded(png: Path):
+def _seeded(name: str, png: Path):
     """PaddleX's RTDETR with PaddleX's config for the model, seeded, its last class head's bias shaped on ``png``."""
     import paddle
     from paddlex.inference.models.object_detection.modeling import RTDETR
@@ -143,18 +152,18 @@ def _seeded(png: Path):
     from paddlex.modules.base.utils.pdparams2safetensors.model_config import MODEL_CONFIGS
 
     paddle.seed(SEED)
-    config = RTDETRConfig(**dict(MODEL_CONFIGS[MODEL]))
+    config = RTDETRConfig(**dict(MODEL_CONFIGS[name]))
     model = RTDETR(config)
     model.eval()
     head = model.model.decoder.class_embed[-1]
     with paddle.no_grad():
-        logits = model.model(paddle.to_tensor(_pixels(png)))["intermediate_logits"][0, -1].numpy()
-        bias, shaped = shaped_bias(logits - head.bias.numpy())
+        logits = model.model(paddle.to_tensor(_pixels(png, SIZE[name])))["intermediate_logits"][0, -1].numpy()
+        bias, shaped = shaped_bias(logits - head.bias.numpy(), *SHAPED[name])
         head.bias.set_value(paddle.to_tensor(bias))
     return model, config, shaped
 
 
-def _save_dynamic(model: Any, config: Any, dst: Path) -> None:
+def _save_dynamic(name: str, model: Any, config: Any, dst: Path) -> None:
     """The folder PaddleX's ``paddle_dynamic`` engine loads (``from_pretrained(use_safetensors=True,
     convert_from_hf=True)``): HF keys, the keys PaddleX transposes on load transposed back."""
     import yaml
@@ -169,11 +178,11 @@ def _save_dynamic(model: Any, config: Any, dst: Path) -> None:
         arrays[key] = np.ascontiguousarray(a.T) if key in transposed else a
     save_file(arrays, str(dst / "model.safetensors"), metadata={"format": "np"})
     (dst / "config.json").write_text(json.dumps(config.to_dict(), indent=1))
-    meta = {"Global": {"model_name": MODEL}, **build_inference_meta(MODEL)}
+    meta = {"Global": {"model_name": name}, **build_inference_meta(name)}
     (dst / "inference.yml").write_text(yaml.safe_dump(meta, sort_keys=False))
 
 
-def _export_static(src: Path, dst: Path) -> None:
+def _export_static(src: Path, dst: Path, size: int) -> None:
     """PIR program at batch 1 with PaddleX's input names (``im_shape``, ``image``, ``scale_factor``)."""
     import paddle
     from paddle.static import InputSpec
@@ -194,7 +203,7 @@ def _export_static(src: Path, dst: Path) -> None:
     wrapped.eval()
     spec = [
         InputSpec([1, 2], "float32", "im_shape"),
-        InputSpec([1, 3, SIZE, SIZE], "float32", "image"),
+        InputSpec([1, 3, size, size], "float32", "image"),
         InputSpec([1, 2], "float32", "scale_factor"),
     ]
     paddle.jit.save(paddle.jit.to_static(wrapped, input_spec=spec, full_graph=True), str(dst / "inference"))
@@ -233,36 +242,35 @@ def _convert(onnx_dir: Path, dst: Path) -> List[str]:
     return list(convert(onnx_dir, dst, SOC, overwrite=True, run=False).notes)
 
 
-def build(root: Path = ROOT) -> Dict[str, Any]:
-    """Build every folder of the module docstring into ``root`` (replacing a partial build); returns build.json."""
+def build(model: str = LAYOUT) -> Dict[str, Any]:
+    """Build every folder of the module docstring for ``model`` (replacing a partial build); returns build.json."""
     import paddle
     import paddlex
 
-    shutil.rmtree(root, ignore_errors=True)
-    dirs, times, start = folders(root), {}, time.monotonic()
-    png = page(root)
-    model, config, shaped = _seeded(png)
-    _save_dynamic(model, config, dirs["dynamic"])
+    shutil.rmtree(root(model), ignore_errors=True)
+    dirs, times, start = folders(model), {}, time.monotonic()
+    seeded, config, shaped = _seeded(model, page(model))
+    _save_dynamic(model, seeded, config, dirs["dynamic"])
     times["seeded"] = time.monotonic() - start
     _rewrites()
-    _export_static(dirs["dynamic"], dirs["static"])
+    _export_static(dirs["dynamic"], dirs["static"], SIZE[model])
     times["static"] = time.monotonic() - start
-    _to_onnx(p2o_binary(root.parent), dirs["static"], dirs["onnx"])
+    _to_onnx(p2o_binary(root(model).parent), dirs["static"], dirs["onnx"])
     times["onnx"] = time.monotonic() - start
     notes = _convert(dirs["onnx"], dirs["om"])
     times["om"] = time.monotonic() - start
     info = {
-        "model": MODEL,
+        "model": model,
         "weights": "architecture, seeded weights",
         "seed": SEED,
         "versions": {"paddlex": paddlex.__version__, "paddlepaddle": paddle.__version__, "p2o": P2O},
-        "parameters": int(sum(int(np.prod(p.shape)) for p in model.parameters())),
+        "parameters": int(sum(int(np.prod(p.shape)) for p in seeded.parameters())),
         "shaped": shaped,
         "rewrites": list(REWRITES),
         "convert_notes": notes,
         "seconds": {k: round(v, 1) for k, v in times.items()},
     }
-    (root / "build.json").write_text(json.dumps(info, indent=1))
+    (root(model) / "build.json").write_text(json.dumps(info, indent=1))
     return info
 
 
@@ -270,4 +278,5 @@ if __name__ == "__main__":
     from paddlex_npu.samples import env
 
     env.prepare(default_runtime=False)
-    print(json.dumps(build(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT), indent=1))
+    for name in sys.argv[1:] or MODELS:
+        print(json.dumps(build(name), indent=1))
