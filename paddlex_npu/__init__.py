@@ -14,8 +14,8 @@ to import without patching, then call :func:`install` yourself. Without PaddleX 
 runtime and OM layers need no PaddleX); :func:`install` then says what to install.
 
 Layers (each imports only those before it; docs/architecture.md): the base modules (``errors``, ``envs``, ...)
-→ ``om`` → ``run`` → ``executor`` → ``paddlex`` → ``build`` → ``samples`` → ``reports`` → ``serve`` → ``deploy``
-→ ``perf`` → ``ray`` → ``cli``.
+→ ``kernels`` → ``om`` → ``run`` → ``executor`` → ``paddlex`` → ``build`` → ``samples`` → ``reports`` → ``serve``
+→ ``deploy`` → ``perf`` → ``ray`` → ``cli``.
 
 Many inputs, K worker processes per device, results in input order::
 

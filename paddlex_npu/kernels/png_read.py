@@ -11,13 +11,14 @@ inflate is a copy.
 Only a file whose every image-data chunk has its right CRC, and whose data is one whole zlib stream of at most the
 size its header gives, takes that way; any other file (not PNG, interlaced, damaged, over OpenCV's size limits)
 goes to OpenCV unchanged, and fails, where it fails, as PaddleX's read fails. Checked byte for byte against
-PaddleX's read and with a differential fuzz over damaged files (tests/paddlex/test_png_read.py).
+PaddleX's read and with a differential fuzz over damaged files (tests/paddlex/test_png_read.py). The header's size
+(:func:`png_size`) is also what the servers' pixel budget reads of a PNG (``serve/images.py``).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -38,6 +39,14 @@ def available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("zlib_ng") is not None
+
+
+def png_size(data: bytes) -> Optional[Tuple[int, int]]:
+    """(width, height) of a PNG file from its header chunk (IHDR), which the format puts first, right after the
+    signature; None for a file that does not start so. Only the header's bytes are read."""
+    if data[: len(SIGNATURE)] == SIGNATURE and data[12:16] == b"IHDR" and len(data) >= 24:
+        return struct.unpack_from(">II", data, 16)  # big-endian
+    return None
 
 
 def _raw_size(header: bytes) -> Optional[int]:

@@ -19,12 +19,11 @@ from __future__ import annotations
 import io
 import math
 import re
-import struct
 import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, List, Optional, Tuple
 
-from ..paddlex import png_read
+from ..kernels import png_read
 from ..paddlex import serving as paddlex_serving
 from .render import PdfRenderer
 
@@ -51,17 +50,15 @@ def _too_large(message: str, **fields: Any) -> Exception:
     return paddlex_serving.serving_utils().ImageTooLargeError(message, **fields)
 
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
 def _image_sizes(raw: bytes, max_frames: Optional[int]) -> List[Tuple[int, int]]:
     """(width, height) of the image, or of each TIFF frame, from the header; ValueError if no header is read.
-    A PNG's size is read from its IHDR chunk, which the format puts first (a twentieth of Pillow's open, which
-    is most of a small text line's check)."""
+    A PNG's size is read from its IHDR chunk, which the format puts first (:func:`..kernels.png_read.png_size`: a
+    twentieth of Pillow's open, which is most of a small text line's check)."""
     from PIL import Image
 
-    if raw[:8] == _PNG_SIGNATURE and raw[12:16] == b"IHDR" and len(raw) >= 24:
-        return [struct.unpack(">II", raw[16:24])]  # width, height: big-endian
+    size = png_read.png_size(raw)
+    if size is not None:
+        return [size]
 
     try:
         with Image.open(io.BytesIO(raw)) as img:
@@ -174,7 +171,7 @@ class DecodeGuard:
 
 
 def _stored(raw: bytes) -> bytes:
-    """A PNG file's bytes with its image data inflated by zlib-ng (:func:`..paddlex.png_read.stored_png`: OpenCV
+    """A PNG file's bytes with its image data inflated by zlib-ng (:func:`..kernels.png_read.stored_png`: OpenCV
     decodes the same pixels with half the work), any other file's as they are."""
     return (png_read.stored_png(raw) if png_read.available() else None) or raw
 

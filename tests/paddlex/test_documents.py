@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from paddlex_npu.paddlex.png_read import FastRead
+from paddlex_npu.kernels.png_read import FastRead
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.documents import layout_parsing_config, structure_v3_config
 from paddlex_npu.samples.tables import AFTER, BEFORE, TITLE, render_page

@@ -145,8 +145,8 @@ def test_boxes_that_are_no_whole_pixel_translation_go_to_paddlexs_warp():
 def test_only_the_om_routes_ocr_pipeline_crops_and_reads_so(npu_pipeline, npu_results):
     from paddlex.inference.common.reader import ReadImage
 
+    from paddlex_npu.kernels.png_read import FastRead
     from paddlex_npu.paddlex.host_steps import fit_pipeline
-    from paddlex_npu.paddlex.png_read import FastRead
 
     assert isinstance(npu_pipeline._crop_by_polys.get_rotate_crop_image, TranslatedCrop)
     assert isinstance(npu_pipeline.img_reader._img_reader._backend.read_file, FastRead)

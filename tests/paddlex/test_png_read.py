@@ -1,4 +1,4 @@
-"""The OM route's image read (``paddlex_npu.paddlex.png_read``) against PaddleX's own OpenCV read: the same array
+"""The OM route's image read (``paddlex_npu.kernels.png_read``) against PaddleX's own OpenCV read: the same array
 for PNG files of every kind OpenCV reads (grey, palette, transparency, 1 to 16 bits, EXIF orientation, gamma,
 several image-data chunks, OpenCV's and Pillow's encoders) and for non-PNG files; the same failure for damaged
 files (a seeded differential fuzz: flipped bytes with and without their CRCs made right again, cuts, tails,
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from paddlex_npu.paddlex.png_read import FastRead, stored_png
+from paddlex_npu.kernels.png_read import FastRead, stored_png
 from paddlex_npu.samples.assets import render_pages
 from paddlex_npu.samples.files import DATA, PAGE
 

@@ -14,9 +14,9 @@ import pytest
 
 from paddlex_npu.build.convert import convert
 from paddlex_npu.errors import ConvertError
+from paddlex_npu.kernels.png_read import FastRead
 from paddlex_npu.om import manifest as mf
 from paddlex_npu.paddlex import table_match
-from paddlex_npu.paddlex.png_read import FastRead
 from paddlex_npu.samples import assets
 from paddlex_npu.samples.table_model import TABLE, table_pipeline_config
 from paddlex_npu.samples.tables import sample_tables

@@ -399,7 +399,7 @@ def test_a_png_reaches_paddlexs_decoder_with_its_data_stored_and_decodes_to_the_
     import cv2
     import numpy as np
 
-    from paddlex_npu.paddlex.png_read import stored_png
+    from paddlex_npu.kernels.png_read import stored_png
 
     png, jpeg = _pillow("PNG", (37, 21)), _pillow("JPEG", (37, 21))
     decode = Decoder()

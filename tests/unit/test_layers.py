@@ -14,9 +14,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "paddlex_npu"
 
 # Layer of each top-level part, lowest first; a module may import its own layer and lower ones.
-# A folder is a job: build (convert), samples (the bundled models), reports, serve, triton, deploy (k8s), perf, the cli.
+# A folder is a job: kernels (pure functions over bytes and arrays, no PaddleX), build (convert), samples (the
+# bundled models), reports, serve, triton, deploy (k8s), perf, the cli.
 ORDER = [
     "base",
+    "kernels",
     "om",
     "run",
     "executor",
@@ -37,6 +39,7 @@ BASE = {"errors", "config", "log", "version", "deps", "envs", "devices", "runtim
 # boundary module paddlex_npu/paddlex/serving.py.
 FORBIDDEN = {
     "base": {"paddlex", "paddle", "paddleocr"},
+    "kernels": {"paddlex", "paddle", "paddleocr", "onnxruntime", "onnx"},
     "om": {"paddlex", "paddle", "onnxruntime", "paddleocr"},
     "run": {"paddlex", "paddle", "paddleocr"},
     "executor": {"paddlex", "paddle", "paddleocr"},
@@ -188,6 +191,7 @@ import importlib.util
 importlib.util.find_spec = (lambda f: lambda n, *a: None if n.split('.')[0] in ('paddlex', 'paddle') else f(n, *a))(
     importlib.util.find_spec)
 import paddlex_npu
+from paddlex_npu.kernels import png_read
 from paddlex_npu.om import atc, manifest, package
 from paddlex_npu.run import buffers, dtypes, gears, reference, reference_om, runner, session, simulated
 from paddlex_npu.build import planner
