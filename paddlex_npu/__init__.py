@@ -60,12 +60,9 @@ from .errors import (
 from .executor import ItemResult
 from .paddlex.autoinstall import install_when_paddlex_loads
 from .paddlex.fonts import use_system_font
-from .paddlex.multidevice import register_executor
 from .paddlex.parallel import ParallelExecutor, parallel
 from .paddlex.patcher import install, is_installed, uninstall
 from .version import __version__
-
-register_executor(ParallelExecutor)  # PaddleX's device="npu:0,1" on the OM route runs through it
 
 __all__ = [
     "AclCallError",

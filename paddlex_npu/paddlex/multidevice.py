@@ -5,13 +5,13 @@ detection, classification, layout, table, ... pipelines) as one in-process pipel
 ``MultiDeviceSimpleInferenceExecutor``: one thread per device, in lock step. On an NPU that overlaps nothing:
 the ais_bench bindings hold the GIL for the whole device call. When the pipeline asks for the OM route
 (``engine="om"``, or HPI with backend ``om`` or no backend) on two or more NPUs, the patched constructor builds
-no in-process pipeline; it starts the registered executor (:mod:`paddlex_npu.executor`: worker processes, each
+no in-process pipeline; it starts the executor (:class:`.parallel.ParallelExecutor`: worker processes, each
 with its own pipeline on one device, ``$PADDLEX_NPU_WORKERS_PER_DEVICE`` per device, default 1) and puts it where
 PaddleX keeps its own executor, so ``predict`` spreads the inputs over the devices: every file, page of a PDF,
 image array of a list, in input order, with PaddleX's result objects. Any other pipeline reaches PaddleX as is.
 
-The package registers the executor here at import (:func:`register_executor`, in ``paddlex_npu/__init__.py``:
-:class:`.parallel.ParallelExecutor`); this module imports PaddleX only in :func:`apply`.
+The executor's layer sits below this one, so this module imports it (no registration at the package's import);
+it imports PaddleX only in :func:`apply`.
 """
 
 from __future__ import annotations
@@ -25,18 +25,9 @@ from ..devices import npu_ids
 from ..errors import ConfigError, ExecutorError
 from ..log import logger
 from .adapter import wrap_bound
+from .parallel import ParallelExecutor
 from .pipelines import portable_result, restore_result
 from .record import PatchRecord
-
-_factory: Optional[Callable[..., Any]] = None
-
-
-def register_executor(factory: Callable[..., Any]) -> None:
-    """The class (or function) that runs a pipeline over worker processes: called as ``factory(config,
-    devices=[...], workers_per_device=K, create_kwargs={...}, transform=fn)``; it must offer ``map(inputs,
-    predict_kwargs)`` yielding items with ``ok``, ``results``, ``error``, ``index``, ``input``, and ``close()``."""
-    global _factory
-    _factory = factory
 
 
 def asks_for_om(use_hpip: Any, hpi_config: Any, engine: Optional[str], engine_config: Any) -> bool:
@@ -142,7 +133,7 @@ def _init(original: Callable[..., Any], bound: Dict[str, Any], args: tuple, kwar
     ids = npu_ids(bound.get("device"))
     from .patcher import is_installed  # a subclass decorated after install keeps this wrapper: inert once removed
 
-    if len(ids) < 2 or _factory is None or bound.get("args") or not is_installed():
+    if len(ids) < 2 or bound.get("args") or not is_installed():
         return original(*args, **kwargs)
     if not asks_for_om(bound.get("use_hpip"), bound.get("hpi_config"), bound.get("engine"), bound.get("engine_config")):
         return original(*args, **kwargs)
@@ -152,7 +143,7 @@ def _init(original: Callable[..., Any], bound: Dict[str, Any], args: tuple, kwar
     self._init_kwargs, self._init_args = extra, ()
     k = workers_per_device()
     config = dict(bound["config"])
-    executor = _factory(
+    executor = ParallelExecutor(
         config,
         devices=ids,
         workers_per_device=k,
