@@ -506,12 +506,23 @@ def _normalised(
     normalisation = maybe_normalise(onnx.path, task.kind, cfg, enabled)
     if normalisation is None:
         return onnx, specs, None
+    row = normalisation.mask_row  # recognition: one more row, the lines' mask (:mod:`.normalisation`)
     notes.append(
-        f"the input {normalisation.input} takes 8-bit pixels, normalised on the device as PaddleX's NormalizeImage "
-        "(a quarter of the bytes to the device, no normalisation on the host; --no-device-normalise: not)"
+        f"the input {normalisation.input} takes 8-bit pixels, normalised on the device as PaddleX's "
+        + ("NormalizeImage" if row is None else f"OCRReisizeNormImg, its padding marked by row {row} of channel 0")
+        + " (a quarter of the bytes to the device, no normalisation on the host; --no-device-normalise: not)"
     )
-    specs = [i.model_copy(update={"dtype": "uint8"}) if i.name == normalisation.input else i for i in specs]
+    specs = [_pixels_spec(i, row) if i.name == normalisation.input else i for i in specs]
     return OnnxModel.open(onnx.path), specs, normalisation
+
+
+def _pixels_spec(spec: mf.InputSpec, mask_row: Optional[int]) -> mf.InputSpec:
+    """An input spec taking uint8 pixels, with the mask row below the lines' H rows when ``mask_row`` is set."""
+    if mask_row is None:
+        return spec.model_copy(update={"dtype": "uint8"})
+    shape = [d + 1 if j == 2 and d > 0 else d for j, d in enumerate(spec.shape)]
+    ranges = [(lo + 1, hi + 1 if hi > 0 else hi) if j == 2 else (lo, hi) for j, (lo, hi) in enumerate(spec.range or [])]
+    return spec.model_copy(update={"dtype": "uint8", "shape": shape, "range": ranges or None})
 
 
 def _pinned(onnx: OnnxModel, specs: List[mf.InputSpec], notes: List[str]) -> OnnxModel:

@@ -225,8 +225,9 @@ def _on_device_args(p) -> None:
     p.add_argument(
         "--no-device-normalise",
         action="store_true",
-        help="text detection: take float32 input normalised on the host, as PaddleX gives it; without it, the OM "
-        "takes the image's 8-bit pixels and normalises them on the device (a quarter of the bytes)",
+        help="text detection and recognition: take float32 input normalised on the host, as PaddleX gives it; "
+        "without it, the OM takes the image's (or the lines') 8-bit pixels and normalises them on the device (a "
+        "quarter of the bytes)",
     )
 
 

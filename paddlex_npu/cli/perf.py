@@ -53,7 +53,7 @@ def _benchmark_inputs(args: argparse.Namespace):
             cpu = {e: paddle if e == "paddle_static" else config for e in engines}
     if paths is None:
         folder = folder or Path(tempfile.mkdtemp(prefix="paddlex-npu-bench-"))
-        paths = [str(p) for p in assets.render_pages(folder, args.pages)]
+        paths = [str(p) for p in assets.render_pages_of(getattr(args, "pages_kind", "sparse"), folder, args.pages)]
     return config, paths, cpu
 
 
@@ -379,6 +379,7 @@ def expected_time(args: argparse.Namespace, inputs: int, cpu) -> str:
 
 
 def benchmark_args(p: argparse.ArgumentParser) -> None:
+    from ..samples import assets
     from ..samples.documents import DOCUMENTS
 
     what = p.add_mutually_exclusive_group()
@@ -394,6 +395,12 @@ def benchmark_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--inputs", type=Path, help="folder of inputs (default: rendered multi-line pages)")
     p.add_argument("--pages", type=positive_int, default=8, help="rendered pages when --inputs is not given")
+    p.add_argument(
+        "--pages-kind",
+        choices=tuple(assets.PAGE_KINDS),
+        default="sparse",
+        help="the rendered pages: " + "; ".join(f"{k}: {v}" for k, v in assets.PAGE_KINDS.items()),
+    )
     p.add_argument("--repeat", type=positive_int, default=3, help="timed passes over the inputs per route")
     p.add_argument(
         "--rounds",
@@ -464,9 +471,9 @@ def _package_args(p) -> None:
     p.add_argument(
         "--no-device-normalise",
         action="store_true",
-        help="convert the bundled detector as `convert --no-device-normalise` does: float32 input normalised on the "
-        "host (default: 8-bit pixels normalised on the device, as convert does; figures before 2026-12-06 ran the "
-        "detector as bundled, normalised on the host)",
+        help="convert the bundled detector and recogniser as `convert --no-device-normalise` does: float32 input "
+        "normalised on the host (default: 8-bit pixels normalised on the device, as convert does; figures before "
+        "2026-12-06 ran the detector as bundled, normalised on the host, before 2026-12-07 the recogniser)",
     )
 
 

@@ -53,7 +53,9 @@ classes]`` was reduced on the device to ``ctc_indices [N, T]`` (int32, the argma
 ``normalisation`` (optional; absent in packages built before it, or with ``convert --no-device-normalise``): the
 OM takes the image's 8-bit pixels on ``input`` (dtype uint8, still NCHW) and normalises them on the device as
 PaddleX's ``NormalizeImage`` does on the host, ``float32(x) * alpha[c] + beta[c]`` per channel
-(:mod:`paddlex_npu.build.normalisation`).
+(:mod:`paddlex_npu.build.normalisation`). ``rec_uint8_masked``: a recognition model's lines, ``[N, C, H + 1, W]``
+uint8: rows ``0..H-1`` the resized pixels, row ``mask_row`` (= H) of channel 0 is 1 where a line has a pixel and 0
+where PaddleX pads; the OM computes PaddleX's ``((float32(x) / 255) - 0.5) / 0.5`` and sets the padding to 0.0.
 
 ``loop`` (optional): the model was split around a data-dependent ``Loop`` that ATC cannot build
 (:mod:`.loop_split`): this OM is the encoder, the sub-folders ``step/`` and ``tail/`` are packages of their own, and
@@ -145,10 +147,11 @@ class InputNormalisation(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["affine_uint8"]
+    kind: Literal["affine_uint8", "rec_uint8_masked"]
     input: str  # the input that takes uint8 pixels
-    alpha: List[float]  # per channel: PaddleX's NormalizeImage scale / std
-    beta: List[float]  # per channel: -mean / std
+    alpha: List[float]  # per channel: PaddleX's NormalizeImage scale / std (rec_uint8_masked: none)
+    beta: List[float]  # per channel: -mean / std (rec_uint8_masked: none)
+    mask_row: Optional[int] = None  # rec_uint8_masked: the row after the lines' H rows that marks their pixels
 
 
 class OMManifest(BaseModel):

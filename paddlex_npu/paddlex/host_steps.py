@@ -15,7 +15,9 @@ steps only (PaddleX's other predictors and routes untouched):
   :class:`RecResize` (PaddleX's own geometry and ``cv2.resize``, the normalisation left for the batch) and
   ``ToBatch`` -> :class:`RecBatch` (each line normalised with PaddleX's own float32 operations and written once
   into the zero-padded batch, where PaddleX pads each line, then ``np.pad``s it again to the widest and stacks:
-  bit-equal, one allocation instead of three copies).
+  bit-equal, one allocation instead of three copies); when the package normalises its lines on the device
+  (manifest ``rec_uint8_masked``), ``ToBatch`` -> :class:`RecPixelBatch` (the 8-bit lines and the mask row of their
+  pixels written once into a uint8 batch, a quarter of the bytes).
 
 And on its first call, an OCR pipeline (PaddleX's ``_OCRPipeline``, also inside PP-StructureV3 and table
 recognition) whose detector is on the OM route crops its text boxes with :class:`TranslatedCrop`: where PaddleX's
@@ -194,6 +196,41 @@ class RecBatch:
         return [batch]
 
 
+class RecPixelBatch:
+    """In place of PaddleX's recognition ``ToBatch`` for a package that normalises its lines on the device
+    (manifest ``rec_uint8_masked``): the resized 8-bit lines written once into a uint8 batch ``[N, C, H + 1, W]``,
+    row ``H`` of channel 0 set to 1 over each line's pixels (0 where PaddleX pads with 0.0 after normalising)."""
+
+    def __init__(self, mask_row: int) -> None:
+        self.mask_row = mask_row
+
+    def __call__(self, imgs: List[Resized]) -> List[np.ndarray]:
+        if not imgs:
+            return []
+        import cv2
+
+        height, channels = imgs[0].pixels.shape[0], imgs[0].pixels.shape[2]
+        if height != self.mask_row:
+            raise ConfigError(
+                f"text lines resized to height {height}, but the package's mask row is {self.mask_row} (an "
+                "inference.yml changed after convert?): convert the model again, or with --no-device-normalise"
+            )
+        batch = np.zeros((len(imgs), channels, height + 1, max(r.width for r in imgs)), dtype=np.uint8)
+        for i, (pixels, _) in enumerate(imgs):
+            if pixels.dtype != np.uint8:
+                raise InputMismatchError(
+                    f"a text line of dtype {pixels.dtype}: this recognition package takes 8-bit pixels and "
+                    "normalises them on the device; pass uint8 images, or convert the model with "
+                    "`paddlex-npu convert --no-device-normalise`"
+                )
+            width = pixels.shape[1]
+            planes = [batch[i, c, :height, :width] for c in range(channels)]
+            if not all(np.shares_memory(out, batch) for out in cv2.split(pixels, planes)):
+                batch[i, :, :height, :width] = pixels.transpose(2, 0, 1)  # cv2 wrote elsewhere
+            batch[i, 0, height, :width] = 1
+        return [batch]
+
+
 def om_runner_of(predictor: Any) -> Optional[OMRunner]:
     """The predictor's OM runner (PaddleX 3.5+ ``runner``, 3.0-3.4 ``infer``; through wrappers that name what they
     stand for in ``__wrapped__``, as the benchmark's stage timer does), or None."""
@@ -238,16 +275,27 @@ def fit_recognition(predictor: Any) -> bool:
     steps are not PaddleX's dynamic-width ones this module reproduces."""
     from paddlex.inference.models.text_recognition import processors
 
-    pre = getattr(predictor, "pre_tfs", None)
-    if om_runner_of(predictor) is None or not isinstance(pre, dict):
+    pre, runner = getattr(predictor, "pre_tfs", None), om_runner_of(predictor)
+    if runner is None or not isinstance(pre, dict):
         return False
+    norm = runner.manifest.normalisation
     step, batch = pre.get("ReisizeNorm"), pre.get("ToBatch")
-    if type(step) is not processors.OCRReisizeNormImg or type(batch) is not processors.ToBatch:
-        return False
-    if step.input_shape is not None or len(step.rec_image_shape) != 3:
+    if (
+        type(step) is not processors.OCRReisizeNormImg
+        or type(batch) is not processors.ToBatch
+        or step.input_shape is not None
+        or len(step.rec_image_shape) != 3
+    ):
+        if norm is not None:
+            raise ConfigError(
+                f"{runner.name}: the package normalises its text lines on the device, but this predictor's "
+                "preprocessing is not PaddleX's dynamic-width OCRReisizeNormImg and ToBatch (a fixed input_shape?): "
+                "convert the model with --no-device-normalise"
+            )
         return False
     validate = getattr(processors, "validate_text_rec_image_array", None)
-    predictor.pre_tfs = {**pre, "ReisizeNorm": RecResize(step, validate), "ToBatch": RecBatch()}
+    to_batch = RecBatch() if norm is None or norm.mask_row is None else RecPixelBatch(norm.mask_row)
+    predictor.pre_tfs = {**pre, "ReisizeNorm": RecResize(step, validate), "ToBatch": to_batch}
     return True
 
 

@@ -447,8 +447,8 @@ def triton_server(
 
 def ocr_packages(root: Path, out: Path, det: str, rec: str, reduce: bool = True, device_normalise: bool = True) -> Path:
     """A folder ``out`` of OM packages for the OCR pipeline from the bundled model folders of ``root``
-    (:func:`~..samples.assets.build_model_folders`), both converted by ``convert`` (no ATC): ``det`` taking 8-bit
-    pixels normalised on the device, or with ``device_normalise=False`` as bundled (``convert
+    (:func:`~..samples.assets.build_model_folders`), both converted by ``convert`` (no ATC): ``det`` and ``rec``
+    taking 8-bit pixels normalised on the device, or with ``device_normalise=False`` float32 as bundled (``convert
     --no-device-normalise``); ``rec`` with its CTC output reduced on the device, or with ``reduce=False`` not
     (``convert --no-reduce``)."""
     from ..build.convert import convert
@@ -461,7 +461,15 @@ def ocr_packages(root: Path, out: Path, det: str, rec: str, reduce: bool = True,
         convert(Path(root) / "om" / det, out / det, "Ascend310P3", "dymshape", run=False)
     else:
         shutil.copytree(Path(root) / "om" / det, out / det)
-    convert(Path(root) / "om" / rec, out / rec, "Ascend310P3", "dymshape", run=False, reduce=reduce)
+    convert(
+        Path(root) / "om" / rec,
+        out / rec,
+        "Ascend310P3",
+        "dymshape",
+        run=False,
+        reduce=reduce,
+        device_normalise=device_normalise,
+    )
     return out
 
 

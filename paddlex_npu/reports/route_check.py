@@ -53,12 +53,18 @@ def _font(size: int) -> Any:
         return ImageFont.load_default()
 
 
-def render(model: str, shape: List[int], pixels: bool = False) -> List[np.ndarray]:
+def render(model: str, shape: List[int], pixels: bool = False, mask_row: Optional[int] = None) -> List[np.ndarray]:
     """Text rendered at ``shape`` ``[N, 3, H, W]`` itself, normalised as PaddleX's preprocessing does, or with
-    ``pixels`` the 8-bit pixels (for a package that normalises on the device)."""
+    ``pixels`` the 8-bit pixels (for a package that normalises on the device); ``mask_row``: a recognition package's
+    lines, ``H`` = ``mask_row`` + 1, the last row of channel 0 marking every position a pixel."""
     from PIL import Image, ImageDraw
 
     n, _, h, w = shape
+    if pixels and mask_row is not None:
+        lines = render(model, [n, 3, mask_row, w], pixels=True)[0]
+        marks = np.zeros((n, 3, 1, w), np.uint8)
+        marks[:, 0] = 1
+        return [np.ascontiguousarray(np.concatenate([lines, marks], axis=2))]
     rec = kind(model) == "rec"
     size = max(8, int(h * 0.6)) if rec else 24
     font = _font(size)

@@ -183,7 +183,8 @@ def _route(om_root: Path, model: str, device_id: int, runtime: str = "ais_bench"
     man = mf.load(folder / mf.MANIFEST_NAME)
     shapes = call_shapes(man, kind)
     sides = ("ais_bench", "reference") if runtime == "ais_bench" else ("reference",)
-    feeds = {name: render(kind, shape, man.normalisation is not None) for name, shape in shapes.items()}
+    norm = man.normalisation
+    feeds = {name: render(kind, shape, norm is not None, norm and norm.mask_row) for name, shape in shapes.items()}
     from ..run.reference import numerics
 
     with numerics("package" if runtime == "ais_bench" else "fp32"):  # the device's precision against the device

@@ -181,7 +181,8 @@ class OMRunner:
         if got != np.uint8:
             raise InputMismatchError(
                 f"{self.name}: input {norm.input!r} is {got}; this package takes 8-bit pixels and normalises them on "
-                "the device (convert's default for detection). PaddleX's predictor normalised them on the host: "
+                "the device (convert's default for detection and recognition). PaddleX's predictor normalised them "
+                "on the host: "
                 "run it through paddlex_npu's route (import paddlex_npu before creating it), or convert the model "
                 "with --no-device-normalise"
             )

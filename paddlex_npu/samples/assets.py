@@ -445,6 +445,33 @@ _WORDS = (
 )
 
 
+def render_dense_pages(folder: Path, count: int) -> List[Path]:
+    """``count`` rendered text-dense document pages (30-80 lines of 2-12 words each, 14-24 px type, 900-1500 px
+    wide, as contracts and invoices are), different on each page, in ``folder``."""
+    pages = []
+    for k in range(count):
+        lines = 30 + (k * 23) % 51
+        size = max(14, min(16 + (k * 3) % 9, int(2300 / (1.9 * lines))))  # pages at most ~2400 px high
+        text = [
+            " ".join(
+                [_WORDS[(k + i + j) % len(_WORDS)] for j in range(2 + (i * 7 + k) % 11)]
+                + [f"{100 + 37 * k + i}.{i % 100:02d}"]
+            )
+            for i in range(lines)
+        ]
+        width = 900 + (k * 150) % 601
+        pages.append(render_text_image(text, Path(folder) / f"dense{k:03d}.png", size=size, width=width))
+    return pages
+
+
+PAGE_KINDS = {"sparse": "12 lines of 28 px type a page", "dense": "30-80 lines of 14-24 px type a page"}
+
+
+def render_pages_of(kind: str, folder: Path, count: int) -> List[Path]:
+    """Rendered pages of a kind of :data:`PAGE_KINDS`."""
+    return render_dense_pages(folder, count) if kind == "dense" else render_pages(folder, count)
+
+
 def render_pages(folder: Path, count: int, lines: int = 12) -> List[Path]:
     """``count`` rendered multi-line text pages (different text on each) in ``folder``, for benchmarks."""
     pages = []

@@ -30,6 +30,15 @@ def paddle_inference_class():
     return PaddleStaticRunner
 
 
+def own_engine() -> dict:
+    """``create_model``'s keywords for PaddleX's own CPU engine: onnxruntime (3.5+), Paddle Inference (3.0-3.4)."""
+    if LEGACY:
+        from paddlex.inference import PaddlePredictorOption
+
+        return dict(device="cpu", pp_option=PaddlePredictorOption(run_mode="paddle"))
+    return dict(device="cpu", engine="onnxruntime")
+
+
 def cpu_pipeline(config, engine: str):
     """PaddleX's own CPU pipeline: ``paddle_static`` (run_mode paddle) or ``onnxruntime`` (3.5+)."""
     from paddlex import create_pipeline

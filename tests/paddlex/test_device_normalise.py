@@ -28,7 +28,7 @@ from paddlex_npu.om import manifest as mf
 from paddlex_npu.run.runner import build_om_runner
 from paddlex_npu.samples import assets
 from tests.helpers import NPU_HPI
-from tests.paddlex.compat import LEGACY
+from tests.paddlex.compat import LEGACY, own_engine
 
 DETS = [assets.DET] + ([] if LEGACY else [assets.DET_V6_TINY, assets.DET_V6_SMALL])
 
@@ -69,13 +69,7 @@ def _runner(folder: Path):
 
 
 def _paddlex_own(model: str, asset_root: Path, pages: List[str]) -> List[tuple]:
-    if LEGACY:
-        from paddlex.inference import PaddlePredictorOption
-
-        kw = dict(device="cpu", pp_option=PaddlePredictorOption(run_mode="paddle"))
-    else:
-        kw = dict(device="cpu", engine="onnxruntime")
-    return _detect(model, asset_root / "paddle" / model, pages, **kw)
+    return _detect(model, asset_root / "paddle" / model, pages, **own_engine())
 
 
 @pytest.mark.parametrize("model", DETS)
