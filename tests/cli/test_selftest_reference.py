@@ -56,7 +56,7 @@ def test_selftest_passes_on_the_reference_runtime_in_every_mode(om_roots, mode):
     rec = versus["manifest PP-OCRv4_mobile_rec vs ACL"].data
     if mode == "gears":  # dims gears as ACL reports them: every dim of the input, not only the -1 values
         assert rec["mode"] == "dymdims" and rec["manifest_gears"] == [[1, 480], [2, 960]]
-        assert rec["acl"] == [[1, 3, 48, 480], [2, 3, 48, 960]]
+        assert rec["acl"] == [[1, 3, 49, 480], [2, 3, 49, 960]]  # 8-bit lines and their mask row (issue 57)
     if mode == "dymshape":  # convert's ranges, as ACL reports them
         assert "unbounded" in rec and all(i["acl"] == i["manifest"] for i in rec["inputs"]), rec
 
@@ -166,13 +166,14 @@ def _wrong_scores(feeds, outs):
 
 
 def test_selftest_calls_the_top_of_the_range(om_roots, monkeypatch, tmp_path):
-    """A device wrong only at the largest inputs fails (before, only rec 48x320 and det 160x640 ran)."""
+    """A device wrong only at the largest inputs fails (before, only rec 48x320 and det 160x640 ran); rec takes
+    8-bit lines with their mask row (49 rows)."""
     report = _on_stand_ins(om_roots["dymshape"], tmp_path, monkeypatch, _stand_in(False, _wrong_at_the_top))
     routes = {c.name: c for c in report.checks if c.name.startswith("route")}
     for model in MODELS:
         check = routes[f"route {model}: ais_bench vs reference"]
         assert check.status == "fail" and check.data["base"]["ok"] and not check.data["top"]["ok"], check.detail
-    assert routes["route PP-OCRv4_mobile_rec: ais_bench vs reference"].data["top"]["shape"] == [6, 3, 48, 3200]
+    assert routes["route PP-OCRv4_mobile_rec: ais_bench vs reference"].data["top"]["shape"] == [6, 3, 49, 3200]
 
 
 def test_selftest_compares_ctc_scores(om_roots, monkeypatch, tmp_path):
