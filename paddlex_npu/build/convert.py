@@ -367,8 +367,7 @@ def plan_conversion(
     onnx, reduction = _reduced(onnx, task, cfg, reduce, notes)
     output_dims = derive_file(onnx.path, data_dependent)  # before the normalising head, which changes no shape
     onnx, specs, normalisation = _normalised(onnx, specs, task, cfg, device_normalise, notes)
-    if not gear_list and (mode == "static" or not data_dependent and all(d > 0 for i in specs for d in i.shape)):
-        onnx = _pinned(onnx, specs, notes)  # a static OM: asked for, or no input dim varies (RT-DETR's 800x800)
+    onnx = _pinned(onnx, specs, notes) if _one_shape(mode, gear_list, data_dependent, specs) else onnx
     man = _manifest(mode, task, specs, gear_list, data_dependent).model_copy(
         update={
             "soc_version": soc,
@@ -523,6 +522,13 @@ def _pixels_spec(spec: mf.InputSpec, mask_row: Optional[int]) -> mf.InputSpec:
     shape = [d + 1 if j == 2 and d > 0 else d for j, d in enumerate(spec.shape)]
     ranges = [(lo + 1, hi + 1 if hi > 0 else hi) if j == 2 else (lo, hi) for j, (lo, hi) in enumerate(spec.range or [])]
     return spec.model_copy(update={"dtype": "uint8", "shape": shape, "range": ranges or None})
+
+
+def _one_shape(mode: str, gear_list: Any, data_dependent: List[str], specs: List[mf.InputSpec]) -> bool:
+    """Whether the OM is static: asked for, or no input dim varies and no output is data-dependent (RT-DETR's
+    800x800)."""
+    fixed = all(d > 0 for i in specs for d in i.shape)
+    return not gear_list and (mode == "static" or not data_dependent and fixed)
 
 
 def _pinned(onnx: OnnxModel, specs: List[mf.InputSpec], notes: List[str]) -> OnnxModel:
