@@ -87,7 +87,8 @@ def test_unknown_keys_list_the_valid_keys_of_their_level():
         validate(OMBackendConfig, {"bogus": 1}, "b")
     with pytest.raises(
         ConfigError,
-        match=r"simulation\.x: .*Valid keys of simulation: aicpu_us, base_ms, free_us, lock_dir, malloc_us, memcpy_us, ms_per_melem, pcie_gbps, store$",
+        match=r"simulation\.x: .*Valid keys of simulation: aicpu_us, base_ms, free_us, lock_dir, malloc_us, memcpy_us, "
+        r"ms_per_melem, pcie_gbps, store$",
     ):
         validate(OMBackendConfig, {"simulation": {"x": 1}}, "b")
     with pytest.raises(ConfigError, match=r"runtime: .*\(got 'x'\); warmup_runs: .*\(got -1\)$"):
