@@ -4,7 +4,7 @@ cumulative time, as shares of the profiled CPU. The simulated device's own work 
 a real device does not spend it.
 
     PYTHONPATH=$PWD python benchmarks/profile_host.py [--det PP-OCRv6_small_det --rec PP-OCRv6_small_rec]
-        [--pages 4] [--repeat 2] [--no-reduce] [--engine onnxruntime]
+        [--pages 4] [--pages-kind dense] [--repeat 2] [--no-reduce] [--engine onnxruntime]
 
 ``--engine onnxruntime``: profile PaddleX's own CPU pipeline on the source models instead (its model time is
 then most of it; its pre- and post-processing are what the route shares with it).
@@ -32,6 +32,7 @@ STEPS = {
     "rotated crops (warpPerspective)": ("common/crop_image_regions.py", "get_rotate_crop_image"),
     "rec resize + normalise": ("text_recognition/processors.py", "resize_norm_img"),
     "rec padding to the batch's width": ("text_recognition/processors.py", "__pad_imgs"),
+    "the route's host steps (rec resize, batches, crops)": ("paddlex/host_steps.py", "__call__"),
     "CTC decode, PaddleX's (full scores)": ("text_recognition/processors.py", "decode"),
     "CTC decode, the route's (reduced outputs)": ("paddlex/ctc_decode.py", "decode_reduced"),
     "result objects": ("result/base_cv_result.py", "__init__"),
@@ -47,6 +48,7 @@ def main() -> int:
     p.add_argument("--det", default=assets.DET_V6_SMALL)
     p.add_argument("--rec", default=assets.REC_V6_SMALL)
     p.add_argument("--pages", type=int, default=4)
+    p.add_argument("--pages-kind", choices=tuple(assets.PAGE_KINDS), default="sparse")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--no-reduce", action="store_true")
     p.add_argument("--no-device-normalise", action="store_true")
@@ -69,7 +71,7 @@ def main() -> int:
         pipeline = create_on_device(assets.ocr_pipeline_config(packages, det=args.det, rec=args.rec), 0, None)
     else:
         pipeline = cpu_route(assets.ocr_pipeline_config(root / "om", det=args.det, rec=args.rec), "onnxruntime")
-    pages = [str(x) for x in assets.render_pages(work, args.pages)]
+    pages = [str(x) for x in assets.render_pages_of(args.pages_kind, work, args.pages)]
     for page in pages:  # warm-up (and the simulated device's recording pass)
         list(pipeline.predict(page))
     profile = cProfile.Profile(time.process_time)
