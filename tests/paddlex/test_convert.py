@@ -51,10 +51,16 @@ def test_exported_onnx_matches_paddle(packages, paddle_only):
     (want,) = _paddle_outputs(paddle_only / assets.DET / "inference.pdmodel", paddle_only / assets.DET, {"x": x})
     (got,) = OnnxModel.open(packages / assets.DET / "inference.onnx").session.run(None, {"x": pixels})
     assert np.abs(got - want).max() <= 1e-4
-    # the recognition package's ONNX carries the CTC reduction: argmax and max of Paddle's [N, T, classes]
-    x = np.random.default_rng(1).random((2, 3, 48, 400), dtype=np.float32)
+    # the recognition package's ONNX carries the CTC reduction: argmax and max of Paddle's [N, T, classes]; it takes
+    # 8-bit lines and their mask row (the second line 250 px wide, PaddleX's 0.0 after it)
+    lines = np.zeros((2, 3, 49, 400), np.uint8)
+    lines[:, :, :48] = np.random.default_rng(1).integers(0, 256, (2, 3, 48, 400), dtype=np.uint8)
+    lines[1, :, :48, 250:] = 0
+    lines[0, 0, 48], lines[1, 0, 48, :250] = 1, 1
+    x = (lines[:, :, :48].astype(np.float32) / 255 - np.float32(0.5)) / np.float32(0.5)
+    x[1, :, :, 250:] = 0.0
     (full,) = _paddle_outputs(paddle_only / assets.REC / "inference.pdmodel", paddle_only / assets.REC, {"x": x})
-    indices, scores = OnnxModel.open(packages / assets.REC / "inference.onnx").session.run(None, {"x": x})
+    indices, scores = OnnxModel.open(packages / assets.REC / "inference.onnx").session.run(None, {"x": lines})
     assert indices.dtype == np.int32 and indices.shape == scores.shape == full.shape[:2]
     assert np.mean(indices == full.argmax(-1)) >= 0.99 and np.abs(scores - full.max(-1)).max() <= 1e-4
 
@@ -64,7 +70,7 @@ def test_packages_hold_what_the_route_needs(packages):
     rec = mf.load(packages / assets.REC / mf.MANIFEST_NAME)
     # up to max_side_limit: what PaddleX's OCR pipelines (limit_type min) feed detection
     assert det.mode == "dymshape" and det.input_ranges()["x"] == [(1, 1), (3, 3), (32, 4000), (32, 4000)]
-    assert rec.mode == "dymdims" and rec.inputs[0].shape == [-1, 3, 48, -1] and [6, 3200] in rec.gears
+    assert rec.mode == "dymdims" and rec.inputs[0].shape == [-1, 3, 49, -1] and [6, 3200] in rec.gears
     for folder, man in ((packages / assets.DET, det), (packages / assets.REC, rec)):
         assert sorted(p.name for p in folder.iterdir()) == [
             "atc.sh",
@@ -211,7 +217,7 @@ def test_inspect_reports_mode_gears_and_checksum(packages, tmp_path):
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "mode        dymdims" in out.stdout and "dymdims gears x:1,3,48,320" in out.stdout
+    assert "mode        dymdims" in out.stdout and "dymdims gears x:1,3,49,320" in out.stdout  # mask row
     assert "[✓] checksum" in out.stdout and "soc_version Ascend310B1" in out.stdout
     assert "matches the ONNX the manifest records (no OM built yet)" in out.stdout  # no ATC here: no inference.om
     tampered = tmp_path / "tampered"
