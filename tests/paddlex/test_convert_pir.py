@@ -99,7 +99,13 @@ def test_pir_packages_match_paddle_and_the_legacy_onnx(pir_packages, asset_root)
         ours = OnnxModel.open(out / model / "inference.onnx")
         legacy = OnnxModel.open(asset_root / "om" / model / "inference.onnx")
         norm = mf.load(out / model / mf.MANIFEST_NAME).normalisation
-        if norm is not None:  # convert normalises detection on the device: ours takes the pixels, legacy floats
+        if norm is not None and norm.mask_row is not None:  # recognition: 8-bit lines, all pixels (mask row of 1)
+            lines = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+            marked = np.concatenate([lines, np.zeros(shape[:2] + (1, shape[3]), np.uint8)], axis=2)
+            marked[:, 0, -1] = 1
+            floats = (lines.astype(np.float32) / 255 - np.float32(0.5)) / np.float32(0.5)
+            got, want = ours.session.run(None, {"x": marked}), legacy.session.run(None, {"x": floats})
+        elif norm is not None:  # convert normalises detection on the device: ours takes the pixels, legacy floats
             pixels = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
             alpha, beta = (np.float32(v).reshape(1, 3, 1, 1) for v in (norm.alpha, norm.beta))
             got, want = ours.session.run(None, {"x": pixels}), legacy.session.run(None, {"x": pixels * alpha + beta})
