@@ -38,7 +38,8 @@ def test_fp16_shows_and_fp32_or_keep_dtype_removes_it(asset_root, tmp_path):
     det = convert(om / assets.DET_V6_SMALL, tmp_path / "det", "Ascend910B4", run=False, precision="fp32")
     assert "--precision_mode_v2=origin" in det.atc_command  # (not on 310P: its cube units are fp16 only)
     rec = om / assets.REC_V6_SMALL
-    names = [n.name for n in onnx.load(str(rec / "inference.onnx"), load_external_data=False).graph.node]
+    first = convert(rec, tmp_path / "rec0", "Ascend310P3", run=False, reduce=False)  # with the 8-bit input's head
+    names = [n.name for n in onnx.load(str(first.package / "inference.onnx"), load_external_data=False).graph.node]
     kept = convert(rec, tmp_path / "rec", "Ascend310P3", run=False, reduce=False, keep_dtype=names)
     assert (tmp_path / "rec" / "keep_dtype.cfg").read_text().splitlines() == names
     assert f"--keep_dtype={tmp_path / 'rec' / 'keep_dtype.cfg'}" in kept.atc_command
