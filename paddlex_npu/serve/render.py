@@ -23,7 +23,8 @@ from ..errors import RequestTimeoutError
 from ..paddlex import serving as paddlex_serving
 
 DEFAULT_SLOTS = 2
-_PRELOAD = [paddlex_serving.SERVING_UTILS, __name__]  # PaddleX's decoders and this module, loaded once
+# the children's logging first (render_init), then PaddleX's decoders and this module, loaded once
+_PRELOAD = [f"{__package__}.render_init", paddlex_serving.SERVING_UTILS, __name__]
 _CONTEXT_LOCK = threading.Lock()
 
 
