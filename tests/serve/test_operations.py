@@ -65,10 +65,12 @@ def _ready(url: str) -> bool:
 
 def _workers(pid: int) -> Dict[int, str]:
     """{pid: PROMETHEUS_MULTIPROC_DIR} of the server's worker processes (started with the folder in their
-    environment; the server's own /proc environ is the one it was started with)."""
+    environment; the server's own /proc environ is the one it was started with); multiprocessing's helpers left
+    out."""
     out = {}
     for child in open(f"/proc/{pid}/task/{pid}/children").read().split():
-        if b"resource_tracker" in open(f"/proc/{child}/cmdline", "rb").read():
+        cmdline = open(f"/proc/{child}/cmdline", "rb").read()
+        if b"resource_tracker" in cmdline or b"forkserver" in cmdline:  # not workers: the PDF renderer's server
             continue
         with open(f"/proc/{child}/environ", "rb") as f:
             env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
