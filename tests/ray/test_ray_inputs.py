@@ -48,8 +48,8 @@ def _png_bomb(path: Path, side: int) -> Path:
 
 
 def _pdf_of_huge_pages(path: Path, pages: int) -> Path:
-    """A PDF of ``pages`` pages of 14400 x 14400 points (PDF's largest): each renders at the image limit (PaddleX
-    scales a page down to it), together over the limit of one input."""
+    """A PDF of ``pages`` pages of 14400 x 14400 points (PDF's largest): each over the image limit at PaddleX's
+    render scale, refused before anything is rendered."""
     import pypdfium2 as pdfium
 
     doc = pdfium.PdfDocument.new()
@@ -117,8 +117,9 @@ def test_bombs_a_broken_file_and_an_input_that_kills_its_worker_each_get_one_err
     by_id = {r["id"]: r for r in rows}
     assert by_id[bomb]["error"].startswith("ImageTooLargeError: Image pixel count 400000000"), by_id[bomb]
     assert "ray-ocr --max-image-pixels" in by_id[bomb]["error"] and "refused before decoding" in by_id[bomb]["error"]
-    assert by_id[pdf]["error"].startswith("ImageTooLargeError: the PDF's 3 page(s)"), by_id[pdf]
-    assert "ray-ocr --max-request-pixels" in by_id[pdf]["error"], by_id[pdf]
+    # a page over the image limit at PaddleX's render scale is refused from the PDF's structure, never scaled down
+    assert by_id[pdf]["error"].startswith("ImageTooLargeError: Page 1 of the PDF is 14400 x 14400 pt"), by_id[pdf]
+    assert "ray-ocr --max-image-pixels" in by_id[pdf]["error"], by_id[pdf]
     assert "not an image OpenCV can decode" in by_id[str(broken)]["error"]
     died = by_id[str(poison)]["error"]
     assert died.startswith("WorkerCrashedError: the pipeline worker died 2 times") and "input_retries=1" in died
