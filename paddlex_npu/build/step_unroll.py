@@ -55,7 +55,6 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
     del g.output[:]
     del g.value_info[:]
     g.input.append(helper.make_tensor_value_info(REMAINING, TensorProto.INT64, []))
-    running = {c.input for c in spec.carried if c.output is not None}
     state = {c.input: c.input for c in running_carried(spec)}
     cond, steps = spec.cond_input, None
 
@@ -81,9 +80,8 @@ def unroll(step: Any, spec: LoopSpec, k: int) -> Any:
         run = f"unroll__run{j}"
         g.node.append(helper.make_node("And", [prev, more], [run]))
         names = _copy_nodes(g, list(body.node), j, {spec.iter_input: it, spec.cond_input: cond, **state})
-        for c in spec.carried:
-            if c.input in running:
-                state[c.input] = _select(g, run, names[c.output], state[c.input], types[c.output] == BOOL)
+        for c in running_carried(spec):
+            state[c.input] = _select(g, run, names[c.output], state[c.input], types[c.output] == BOOL)
         cond = _select(g, run, names[spec.cond_output], cond, types[spec.cond_output] == BOOL)
         ran = f"unroll__ran{j}"
         g.node.append(helper.make_node("Cast", [run], [ran], to=TensorProto.INT32))

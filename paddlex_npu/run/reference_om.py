@@ -189,15 +189,14 @@ class ReferenceOM:
         (``[-2]``: through an ``If`` of two ranks) stays open, with size 0, which the runner refuses for a static OM
         as it would the device's descriptors. Where ONNX's inference only fails to follow the shape arithmetic
         that GE folds at a static shape, the model runs once at that shape, as the best stand-in for GE's own."""
-        unknown = [d is None or (d != UNKNOWN_RANK and any(x < 0 for x in d)) for d in dims]
-        if self._ge_inferred and not any(unknown):
+        # without GE-like inference every output takes the run's shape (the declared dims are not GE's)
+        unknown = [not self._ge_inferred or d is None or (d != UNKNOWN_RANK and any(x < 0 for x in d)) for d in dims]
+        if not any(unknown):
             return dims, self._bytes(dims)
         ran = [list(o.shape) for o in self.run(self.zeros(self.gears[0]))]
         fixed = [
             d if n in self.data_dependent or not u else r for n, d, r, u in zip(self.output_names, dims, ran, unknown)
         ]
-        if not self._ge_inferred:
-            fixed = [d if n in self.data_dependent else r for n, d, r in zip(self.output_names, dims, ran)]
         return fixed, self._bytes(fixed)
 
     def _bytes(self, dims: Optional[List[List[int]]]) -> List[int]:
